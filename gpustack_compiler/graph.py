@@ -1,0 +1,168 @@
+"""The dependency graph: `variable -FEEDS-> relation -DEFINES-> variable`, behind a small wrapper.
+
+Node keys are stable strings (`v:` variables and constants, `r:` relations). Constraints are kept
+apart from the data flow: they constrain variables but feed nothing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from collections.abc import Iterable
+
+import networkx as nx
+
+V, R = "v:", "r:"
+
+
+@dataclass(frozen=True)
+class RelationEdges:
+    name: str
+    kind: str
+    inputs: tuple[str, ...]
+    output: str | None  # None for constraints
+
+
+@dataclass(frozen=True)
+class RootDebt:
+    name: str
+    family: str | None
+    category: str | None
+    weight: int
+
+
+@dataclass(frozen=True)
+class FamilyDebt:
+    family: str
+    weight: int
+    roots: int
+    heaviest: tuple[str, ...]
+
+
+class CatalogGraph:
+    def __init__(self, variables: Iterable[str], constants: Iterable[str], relations: Iterable[RelationEdges]):
+        self.flow = nx.DiGraph()
+        self.variables = sorted(variables)
+        self.constants = sorted(constants)
+        self.relations: dict[str, RelationEdges] = {}
+        self.constrains: dict[str, tuple[str, ...]] = {}
+        self.flow.add_nodes_from(V + n for n in self.variables)
+        self.flow.add_nodes_from(V + n for n in self.constants)
+        for rel in relations:
+            self.relations[rel.name] = rel
+            if rel.output is None:
+                self.constrains[rel.name] = rel.inputs
+                continue
+            node = R + rel.name
+            self.flow.add_node(node)
+            self.flow.add_edges_from((V + i, node) for i in rel.inputs)
+            self.flow.add_edge(node, V + rel.output)
+        self._order: list[str] | None = None
+        self._bits: dict[str, int] | None = None
+
+    # ---- structure ---------------------------------------------------------------------------
+    def definitions(self, var: str) -> list[str]:
+        return sorted(p[len(R):] for p in self.flow.predecessors(V + var))
+
+    def users(self, var: str) -> list[str]:
+        return sorted(s[len(R):] for s in self.flow.successors(V + var))
+
+    def constraints_on(self, var: str) -> list[str]:
+        return sorted(c for c, names in self.constrains.items() if var in names)
+
+    @property
+    def roots(self) -> list[str]:
+        return [v for v in self.variables if self.flow.in_degree(V + v) == 0]
+
+    @property
+    def leaves(self) -> list[str]:
+        return [v for v in self.variables if self.flow.out_degree(V + v) == 0]
+
+    def cycles(self) -> list[list[str]]:
+        """One cycle per strongly connected component, as variable and relation names."""
+        found = []
+        for comp in nx.strongly_connected_components(self.flow):
+            if len(comp) == 1:
+                node = next(iter(comp))
+                if not self.flow.has_edge(node, node):
+                    continue
+            sub = self.flow.subgraph(comp)
+            edges = nx.find_cycle(sub)
+            path = [u for u, _ in edges] + [edges[0][0]]
+            found.append([p[2:] for p in path])
+        return sorted(found)
+
+    def topological_order(self) -> list[str]:
+        if self._order is None:
+            self._order = list(nx.lexicographical_topological_sort(self.flow))
+        return self._order
+
+    def is_acyclic(self) -> bool:
+        return nx.is_directed_acyclic_graph(self.flow)
+
+    # ---- cones -------------------------------------------------------------------------------
+    def cone(self, var: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]:
+        """Variables and constants reachable from `var`, with the number of relations crossed."""
+        step = self.flow.predecessors if upstream else self.flow.successors
+        start = V + var
+        seen = {start: 0}
+        queue = deque([start])
+        while queue:
+            node = queue.popleft()
+            d = seen[node]
+            if depth is not None and node.startswith(V) and d >= depth:
+                continue
+            for nxt in step(node):
+                if nxt not in seen:
+                    seen[nxt] = d + 1 if nxt.startswith(V) else d
+                    queue.append(nxt)
+        return {n[len(V):]: d for n, d in seen.items() if n.startswith(V) and n != start}
+
+    def cone_relations(self, var: str, upstream: bool = True) -> list[str]:
+        nodes = nx.ancestors(self.flow, V + var) if upstream else nx.descendants(self.flow, V + var)
+        return sorted(n[len(R):] for n in nodes if n.startswith(R))
+
+    # ---- root debt ---------------------------------------------------------------------------
+    def _downstream_bits(self) -> dict[str, int]:
+        """Per variable node, a bitset of the variables strictly downstream of it."""
+        if self._bits is None:
+            index = {n: i for i, n in enumerate(V + v for v in self.variables)}
+            bits: dict[str, int] = {}
+            for node in reversed(self.topological_order()):
+                acc = 0
+                for succ in self.flow.successors(node):
+                    acc |= bits[succ]
+                    if succ in index:
+                        acc |= 1 << index[succ]
+                bits[node] = acc
+            self._bits = bits
+        return self._bits
+
+    def downstream_set(self, var: str) -> int:
+        if self.is_acyclic():
+            return self._downstream_bits()[V + var]
+        index = {n: i for i, n in enumerate(self.variables)}
+        acc = 0
+        for n in nx.descendants(self.flow, V + var):
+            if n.startswith(V) and n[len(V):] in index:
+                acc |= 1 << index[n[len(V):]]
+        return acc
+
+    def root_debt(self, meta: dict[str, tuple[str | None, str | None]]) -> list[RootDebt]:
+        """`meta`: root -> (family, category). Heaviest first, then by name."""
+        rows = [RootDebt(r, *meta.get(r, (None, None)), weight=self.downstream_set(r).bit_count())
+                for r in self.roots]
+        return sorted(rows, key=lambda r: (-r.weight, r.name))
+
+    def family_debt(self, meta: dict[str, tuple[str | None, str | None]], top: int = 3) -> list[FamilyDebt]:
+        """A family's weight is the size of the union of its roots' downstream cones."""
+        by_family: dict[str, list[RootDebt]] = {}
+        for row in self.root_debt(meta):
+            by_family.setdefault(row.family or "(undeclared)", []).append(row)
+        out = []
+        for family, rows in by_family.items():
+            union = 0
+            for row in rows:
+                union |= self.downstream_set(row.name)
+            out.append(FamilyDebt(family, union.bit_count(), len(rows), tuple(r.name for r in rows[:top])))
+        return sorted(out, key=lambda f: (-f.weight, f.family))

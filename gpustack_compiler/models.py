@@ -1,0 +1,263 @@
+"""What the catalog YAML says: the raw layer, strict (`extra="forbid"`), one model per file kind.
+
+Resolution into the graph and the manifest is a later step (see `catalog.py`); these models only
+describe syntax, and the committed JSON Schema in `schemas/` is generated from them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
+KEY_PATTERN = r"^[a-z][a-z0-9_]*$"
+
+Name = Annotated[str, Field(description="Full dotted name, lower case: `system_prefix.part.part`.")]
+Expression = Annotated[str, Field(
+    description="An expression over full dotted names, parsed without eval into an allowlist of "
+                "operators and functions (exp, log, sqrt, Min, Max, floor, ceiling, Abs, trig, ...). "
+                "`unit('FLOP/token')` is a literal carrying a unit.")]
+RefKeys = Annotated[list[str], Field(description="Keys of `catalog/references.yaml`.")]
+
+Assumption = Literal["real", "positive", "nonnegative", "negative", "nonpositive", "nonzero", "integer"]
+BoundaryCategory = Literal["scenario_boundary", "primitive_physics", "needs_calibration"]
+ReferenceKind = Literal["paper", "textbook", "standard", "datasheet", "whitepaper", "manual",
+                        "dataset", "report", "software", "note"]
+LITERATURE_KINDS = frozenset({"paper", "textbook", "standard"})
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Bounds(Strict):
+    """Inclusive bounds in the variable's declared units."""
+
+    min: float | None = None
+    max: float | None = None
+
+
+class RootSpec(Strict):
+    """Declared on a variable that no value-defining relation defines (a root input)."""
+
+    category: BoundaryCategory
+    family: Annotated[str, Field(pattern=KEY_PATTERN, description="Groups roots for root-debt tables.")]
+    note: str | None = None
+
+
+class Variable(Strict):
+    name: Name
+    units: Annotated[str, Field(description="Unit string from `catalog/units.yaml`; `1` for dimensionless.")]
+    description: Annotated[str, Field(min_length=1)]
+    symbol: Annotated[str | None, Field(description="LaTeX symbol for display.")] = None
+    quantity: Annotated[str | None, Field(description="Quantity kind (energy, torque, ...), apart from units.")] = None
+    assumptions: list[Assumption] = Field(default_factory=list)
+    bounds: Bounds | None = None
+    references: RefKeys = Field(default_factory=list)
+    root: RootSpec | None = None
+
+
+class _RelationBase(Strict):
+    name: Name
+    description: Annotated[str, Field(min_length=1)]
+    references: RefKeys = Field(default_factory=list)
+    notes: str | None = None
+
+
+class Identity(_RelationBase):
+    """`defines = expression`, the only definition of the variable."""
+
+    kind: Literal["identity"]
+    defines: Name
+    expression: Expression
+
+
+class Variant(_RelationBase):
+    """One of several alternative definitions, chosen by key (e.g. `datasheet`, `derived`)."""
+
+    kind: Literal["variant"]
+    defines: Name
+    variant: Annotated[str, Field(pattern=KEY_PATTERN)]
+    expression: Expression
+
+
+class Approximation(_RelationBase):
+    """A definition valid only where `validity` (a condition) holds."""
+
+    kind: Literal["approximation"]
+    defines: Name
+    expression: Expression
+    validity: Annotated[str, Field(description="Condition such as `a < 0.1 * b`; `and`/`or` allowed.")]
+
+
+class Constraint(_RelationBase):
+    """An inequality that must hold; it constrains every variable it names and defines none."""
+
+    kind: Literal["constraint"]
+    expression: Annotated[str, Field(description="An inequality: `lhs <= rhs`, `a >= 0.25`, ...")]
+
+
+class Piece(Strict):
+    when: Annotated[str | None, Field(description="Condition; omit on the last piece (otherwise).")] = None
+    expression: Expression
+
+
+class Piecewise(_RelationBase):
+    """The first piece whose condition holds; the last piece may omit `when`."""
+
+    kind: Literal["piecewise"]
+    defines: Name
+    pieces: Annotated[list[Piece], Field(min_length=1)]
+
+
+class Iterative(_RelationBase):
+    """A fixed point `defines = expression(defines, ...)`: feedback without a graph cycle."""
+
+    kind: Literal["iterative"]
+    defines: Name
+    expression: Expression
+    initial: Expression
+    tolerance: Annotated[float, Field(gt=0, description="Relative change that ends the iteration.")] = 1e-9
+    max_iterations: Annotated[int, Field(ge=1, le=100000)] = 200
+
+
+class Differential(_RelationBase):
+    """`d(defines)/d(with_respect_to) = expression`, integrated from `start` to the value of
+    `with_respect_to`, starting at `initial`."""
+
+    kind: Literal["differential"]
+    defines: Name
+    with_respect_to: Name
+    expression: Expression
+    initial: Expression
+    start: Expression = "0"
+
+
+class Stochastic(_RelationBase):
+    """A random variable; its deterministic value is the distribution's mean."""
+
+    kind: Literal["stochastic"]
+    defines: Name
+    distribution: Literal["normal", "lognormal", "uniform", "exponential"]
+    parameters: Annotated[dict[str, str], Field(description=(
+        "normal: mean, sd; lognormal: median, sigma (dimensionless); uniform: low, high; "
+        "exponential: rate (per unit of the variable)."))]
+
+
+Relation = Annotated[
+    Union[Identity, Variant, Approximation, Constraint, Piecewise, Iterative, Differential, Stochastic],
+    Field(discriminator="kind"),
+]
+VALUE_DEFINING_KINDS = ("identity", "variant", "approximation", "piecewise", "iterative",
+                        "differential", "stochastic")
+RELATION_KINDS = VALUE_DEFINING_KINDS + ("constraint",)
+
+
+class SystemFile(Strict):
+    """A file in a system folder: variables and/or relations of that system."""
+
+    variables: list[Variable] = Field(default_factory=list)
+    relations: list[Relation] = Field(default_factory=list)
+
+
+class SystemSpec(Strict):
+    name: Annotated[str, Field(pattern=KEY_PATTERN, description="Folder name under catalog/.")]
+    prefix: Annotated[str, Field(pattern=KEY_PATTERN, description="First segment of every name.")]
+    description: Annotated[str, Field(min_length=1)]
+
+
+class SystemsFile(Strict):
+    systems: list[SystemSpec]
+    headline_targets: Annotated[list[str], Field(
+        default_factory=list, description="The questions users ask; every system should feed one.")]
+
+
+class BaseDimension(Strict):
+    name: Annotated[str, Field(pattern=KEY_PATTERN)]
+    unit: Annotated[str, Field(description="Symbol of the coherent base unit.")]
+    description: str
+
+
+class UnitDef(Strict):
+    symbol: str
+    definition: Annotated[str, Field(description="Scale times a product of units: `1e3 * W`, `J / s`.")]
+    name: str | None = None
+
+
+class AmbiguousSymbol(Strict):
+    symbol: str
+    hint: str
+
+
+class UnitsFile(Strict):
+    base_dimensions: list[BaseDimension]
+    units: list[UnitDef] = Field(default_factory=list)
+    ambiguous: list[AmbiguousSymbol] = Field(default_factory=list)
+    references: RefKeys = Field(default_factory=list)
+
+
+class Constant(Strict):
+    name: Annotated[str, Field(description="`const.` + name.")]
+    value: float
+    units: str
+    description: Annotated[str, Field(min_length=1)]
+    symbol: str | None = None
+    exact: Annotated[bool, Field(description="Exact by definition of the SI (2019).")] = False
+    references: RefKeys = Field(default_factory=list)
+
+
+class ConstantsFile(Strict):
+    constants: list[Constant]
+
+
+class Reference(Strict):
+    key: Annotated[str, Field(pattern=KEY_PATTERN)]
+    kind: ReferenceKind
+    citation: Annotated[str, Field(min_length=1, description="Authors, title, venue or publisher.")]
+    year: Annotated[int, Field(ge=1600, le=2100)]
+    url: str | None = None
+    doi: str | None = None
+    isbn: str | None = None
+    locator: Annotated[str | None, Field(description="Where in the source: section, equation, table.")] = None
+
+
+class ReferencesFile(Strict):
+    references: list[Reference]
+
+
+class Quantity(Strict):
+    value: float
+    units: str = "1"
+    reference: Annotated[str | None, Field(description="Reference key for this number.")] = None
+    note: str | None = None
+
+
+class Preset(Strict):
+    """Named assignments with units and variant selections; sourced data or a synthetic fixture."""
+
+    name: Annotated[str, Field(pattern=KEY_PATTERN)]
+    description: Annotated[str, Field(min_length=1)]
+    provenance: Literal["sourced", "synthetic_fixture"]
+    source: Annotated[str, Field(min_length=1, description="Where the values come from, in words.")]
+    references: RefKeys = Field(default_factory=list)
+    variants: dict[str, str] = Field(default_factory=dict)
+    assignments: Annotated[dict[str, Union[Quantity, str, float]], Field(
+        default_factory=dict,
+        description="Variable -> `'500 W'`, a bare number in the declared unit, or {value, units, reference}.")]
+    targets: Annotated[dict[str, str], Field(
+        default_factory=dict, description="Label -> variable this preset is meant to resolve.")]
+
+
+class PresetFile(Strict):
+    presets: list[Preset]
+
+
+FILE_MODELS: dict[str, type[Strict]] = {
+    "system": SystemFile,
+    "systems": SystemsFile,
+    "units": UnitsFile,
+    "constants": ConstantsFile,
+    "references": ReferencesFile,
+    "presets": PresetFile,
+}
