@@ -280,7 +280,23 @@ def ensure_built() -> Path:
         (build / ".built").write_text(
             json.dumps({"hash": digest, "neo4j": NEO4J_VERSION, "seconds": round(time.monotonic() - started, 1)})
         )
+        _prune_old_builds(root, keep=build)
         return build
+
+
+def _prune_old_builds(root: Path, keep: Path) -> None:
+    """Delete builds of older launcher sources (~140 MB each), except one a running server uses."""
+    try:
+        in_use = json.loads(_state_file().read_text()).get("build_dir")
+    except (OSError, ValueError):
+        in_use = None
+    for entry in root.iterdir():
+        if entry == keep or str(entry) == in_use:
+            continue
+        if entry.is_dir() and re.fullmatch(r"[0-9a-f]{16}", entry.name):
+            shutil.rmtree(entry, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                (root / f"build-{entry.name}.log").unlink()
 
 
 # --------------------------------------------------------------------------- process helpers
@@ -418,6 +434,16 @@ def _ready_line(log: Path, offset: int) -> tuple[str | None, str | None]:
     return ready, failed
 
 
+def _failure_reason(log: Path, failed: str | None) -> str:
+    """One line: the launcher's failure line plus Neo4j's last ERROR line, else the log's tail."""
+    lines = _tail(log, 200)
+    errors = [ln for ln in lines if " ERROR " in ln or ln.startswith(("Exception", "Error:"))]
+    parts = [p for p in (failed, errors[-1].strip() if errors else None) if p]
+    if not parts:
+        parts = [" | ".join(ln.strip() for ln in lines[-6:]) or "no output"]
+    return " | ".join(dict.fromkeys(parts))
+
+
 def _terminate(pid: int, timeout: float) -> None:
     """SIGTERM, wait up to timeout, then SIGKILL the launcher's session; wait until gone."""
     with contextlib.suppress(ProcessLookupError):
@@ -439,6 +465,11 @@ def _terminate(pid: int, timeout: float) -> None:
     if child is not None:
         with contextlib.suppress(Exception):
             child.wait(timeout=5)
+    # If another process started it, the exited JVM is a zombie until init reaps it (~1-2 s
+    # here); wait for that so no <defunct> java is left behind (harmless if it takes longer).
+    deadline = time.monotonic() + 5
+    while _proc_state(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------- public API
@@ -566,7 +597,7 @@ def start(
                 with contextlib.suppress(Neo4jServerError):
                     _terminate(proc.pid, timeout=10)
                 _clear_files()
-                reason = failed or " | ".join(_tail(log, 6)) or "no output"
+                reason = _failure_reason(log, failed)
                 raise Neo4jServerError(f"Neo4j failed to start (exit {proc.poll()}): {reason} (log: {log})")
             if ready and _port_open(bolt_port):
                 break

@@ -196,7 +196,8 @@ public final class Launcher {
 
     private static String oneLine(Throwable e) {
         String m = e.getMessage() == null ? e.getClass().getName() : e.getMessage();
-        return m.replace('\n', ' ').replace('\r', ' ');
+        m = m.replace('\n', ' ').replace('\r', ' ');
+        return m.length() > 500 ? m.substring(0, 500) + "..." : m;
     }
 
     private static void fail(PrintStream out, int code, String message) {
