@@ -135,6 +135,12 @@ def _check_node(node: ast.AST, names: set[str], units: set[str]) -> list[ast.AST
     if isinstance(node, ast.BinOp):
         if not isinstance(node.op, _BINOPS):
             raise ExprError("expr.forbidden", f"operator {type(node.op).__name__} is not allowed", col)
+        if isinstance(node.op, ast.Pow) and _is_numeric(node.right):
+            exponent = constant_fraction(node.right)
+            if exponent is None or abs(exponent) > MAX_CONSTANT_EXPONENT:
+                # sympy would evaluate a numeric power eagerly: 9**9**9 never finishes.
+                raise ExprError("expr.too-large", f"constant exponent `{ast.unparse(node.right)[:40]}` is "
+                                f"not a number of magnitude at most {MAX_CONSTANT_EXPONENT}", col)
         return [node.left, node.right]
     if isinstance(node, ast.UnaryOp):
         if not isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
@@ -167,6 +173,11 @@ def _check_node(node: ast.AST, names: set[str], units: set[str]) -> list[ast.AST
                             f"{'+' if len(arities) > 1 else ''} argument(s)", col)
         return list(node.args)
     raise ExprError("expr.forbidden", f"{type(node).__name__} is not allowed in an expression", col)
+
+
+def _is_numeric(node: ast.AST) -> bool:
+    return all(isinstance(n, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop))
+               for n in ast.walk(node))
 
 
 def constant_fraction(node: ast.AST) -> Fraction | None:
@@ -384,11 +395,6 @@ class SympyBuilder:
                 return sympy.Not(inner)
             return -inner if isinstance(node.op, ast.USub) else inner
         if isinstance(node, ast.BinOp):
-            if isinstance(node.op, ast.Pow):
-                exponent = constant_fraction(node.right)
-                if exponent is not None and abs(exponent) > MAX_CONSTANT_EXPONENT:
-                    raise ExprError("expr.too-large", f"constant exponent {float(exponent):g} exceeds "
-                                    f"{MAX_CONSTANT_EXPONENT}")
             a, b = self._walk(node.left), self._walk(node.right)
             if isinstance(node.op, ast.Add):
                 return a + b

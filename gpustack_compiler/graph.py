@@ -149,9 +149,9 @@ class CatalogGraph:
         return acc
 
     def root_debt(self, meta: dict[str, tuple[str | None, str | None]]) -> list[RootDebt]:
-        """`meta`: root -> (family, category). Heaviest first, then by name."""
-        rows = [RootDebt(r, *meta.get(r, (None, None)), weight=self.downstream_set(r).bit_count())
-                for r in self.roots]
+        """`meta`: root -> (family, category) for the roots to rank. Heaviest first, then by name."""
+        rows = [RootDebt(r, family, category, self.downstream_set(r).bit_count())
+                for r, (family, category) in meta.items()]
         return sorted(rows, key=lambda r: (-r.weight, r.name))
 
     def family_debt(self, meta: dict[str, tuple[str | None, str | None]], top: int = 3) -> list[FamilyDebt]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import sympy
 
 from .catalog import STOCHASTIC_PARAMETERS, Catalog, RelEntry
+from .expressions import ExprError
 from .graph import CatalogGraph, RelationEdges
 from .symbolic import SymbolicCache, SymbolTable
 
@@ -20,6 +21,15 @@ SCHEMA_VERSION = "1.0"
 
 class ManifestError(Exception):
     pass
+
+
+class RelationBuildError(Exception):
+    """sympy refused a relation that passed the checks; reported as a finding at the relation."""
+
+    def __init__(self, rel: RelEntry, exc: ExprError):
+        super().__init__(exc.message)
+        self.rel = rel
+        self.exc = exc
 
 
 def relation_edges(cat: Catalog) -> list[RelationEdges]:
@@ -68,7 +78,10 @@ def _relation_record(name: str, rel: RelEntry, table: SymbolTable, cache: Symbol
         expr = _main_sympy(rel, table)
         return sympy.sstr(expr, order="lex"), table.latex(expr)
 
-    canonical, latex = cache.get_or_make(key, make)
+    try:
+        canonical, latex = cache.get_or_make(key, make)
+    except ExprError as exc:
+        raise RelationBuildError(rel, exc) from None
     record = {
         "name": name,
         "kind": spec.kind,

@@ -35,9 +35,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = [
     "NEO4J_VERSION",
@@ -276,7 +277,9 @@ def ensure_built() -> Path:
                 raise Neo4jServerError(f"cannot run Maven ({mvn}): {exc}") from None
         if rc != 0 or not any((build / "lib").glob("neo4j-*.jar")):
             last = " | ".join(_tail(log, 8)) or "no output"
-            raise Neo4jServerError(f"Maven build of the Neo4j launcher failed (exit {rc}); log: {log}; last lines: {last}")
+            raise Neo4jServerError(
+                f"Maven build of the Neo4j launcher failed (exit {rc}); log: {log}; last lines: {last}"
+            )
         (build / ".built").write_text(
             json.dumps({"hash": digest, "neo4j": NEO4J_VERSION, "seconds": round(time.monotonic() - started, 1)})
         )
@@ -430,7 +433,7 @@ def _ready_line(log: Path, offset: int) -> tuple[str | None, str | None]:
         if line.startswith(_READY):
             ready = line.strip()
         elif line.startswith(_FAILED):
-            failed = line[len(_FAILED):].strip()
+            failed = line[len(_FAILED) :].strip()
     return ready, failed
 
 

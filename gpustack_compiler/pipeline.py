@@ -98,7 +98,11 @@ def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cac
         check_graph(cat, graph)
         if not cat.findings.errors:
             sym_cache = SymbolicCache(_cache_dir(build_dir) / "symbolic.json" if build_dir and use_cache else None)
-            manifest = mf.build_manifest(cat, graph, catalog_hash, sym_cache)
+            try:
+                manifest = mf.build_manifest(cat, graph, catalog_hash, sym_cache)
+            except mf.RelationBuildError as exc:
+                loc = exc.rel.loc
+                cat.findings.add(loc.file, loc.line, exc.exc.id, f"{exc.rel.spec.name}: {exc.exc.message}")
     if write_manifest and manifest is not None:
         _write(manifest, build_dir)
     if result_cache is not None:

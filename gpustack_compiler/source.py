@@ -1,0 +1,89 @@
+"""The one small interface through which commands and the engine read the compiled graph.
+
+Two implementations answer it: the manifest in memory (networkx, the embedded default) and Neo4j
+(`neo4j_source.py`). Tests hold them to identical answers.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from . import manifest as mf
+from .graph import CatalogGraph, FamilyDebt, RootDebt
+from .stats import compute_stats
+
+
+class GraphSource(Protocol):
+    def names(self) -> list[str]: ...
+    def variable(self, name: str) -> dict | None: ...
+    def relation(self, name: str) -> dict | None: ...
+    def constant(self, name: str) -> dict | None: ...
+    def cone(self, name: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]: ...
+    def root_debt(self, system: str | None = None) -> list[RootDebt]: ...
+    def family_debt(self, system: str | None = None) -> list[FamilyDebt]: ...
+    def stats(self) -> dict: ...
+    def relations_defining(self, names: list[str]) -> list[dict]:
+        """Value-defining relations whose output is one of `names`, by name."""
+        wanted = set(names)
+        return [r for _, r in sorted(self.manifest["relations"].items()) if r.get("defines") in wanted]
+
+    def subgraph(self, target: str) -> dict: ...
+    def relations_defining(self, names: list[str]) -> list[dict]: ...
+
+
+def root_meta(variables: dict, system: str | None) -> dict[str, tuple[str | None, str | None]]:
+    return {n: ((v.get("root") or {}).get("family"), (v.get("root") or {}).get("category"))
+            for n, v in variables.items() if v["is_root"] and (system is None or v["system"] == system)}
+
+
+class ManifestSource:
+    def __init__(self, manifest: dict):
+        self.manifest = manifest
+        self.graph: CatalogGraph = mf.graph_of(manifest)
+
+    def names(self) -> list[str]:
+        m = self.manifest
+        return sorted([*m["variables"], *m["constants"], *m["relations"]])
+
+    def variable(self, name: str) -> dict | None:
+        return self.manifest["variables"].get(name)
+
+    def relation(self, name: str) -> dict | None:
+        return self.manifest["relations"].get(name)
+
+    def constant(self, name: str) -> dict | None:
+        return self.manifest["constants"].get(name)
+
+    def cone(self, name: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]:
+        return self.graph.cone(name, upstream, depth)
+
+    def root_debt(self, system: str | None = None) -> list[RootDebt]:
+        return self.graph.root_debt(root_meta(self.manifest["variables"], system))
+
+    def family_debt(self, system: str | None = None) -> list[FamilyDebt]:
+        return self.graph.family_debt(root_meta(self.manifest["variables"], system))
+
+    def stats(self) -> dict:
+        return self.manifest.get("stats") or compute_stats(self.manifest, self.graph)
+
+    def relations_defining(self, names: list[str]) -> list[dict]:
+        """Value-defining relations whose output is one of `names`, by name."""
+        wanted = set(names)
+        return [r for _, r in sorted(self.manifest["relations"].items()) if r.get("defines") in wanted]
+
+    def subgraph(self, target: str) -> dict:
+        """What the resolver needs for `target`: its upstream cone with every relation that defines a
+        variable in it, and the constraints that touch it."""
+        m = self.manifest
+        names = set(self.graph.cone(target, upstream=True)) | {target}
+        variables = {n: m["variables"][n] for n in sorted(names) if n in m["variables"]}
+        constants = {n: m["constants"][n] for n in sorted(names) if n in m["constants"]}
+        relations = {}
+        for name in sorted(m["relations"]):
+            rel = m["relations"][name]
+            if rel["kind"] == "constraint":
+                if set(rel["constrains"]) & names:
+                    relations[name] = rel
+            elif rel["defines"] in names:
+                relations[name] = rel
+        return {"target": target, "variables": variables, "constants": constants, "relations": relations}
