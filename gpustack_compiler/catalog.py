@@ -158,7 +158,7 @@ class _Loader:
         return data
 
     def rel(self, path: Path) -> str:
-        return f"catalog/{path.relative_to(self.cat.root).as_posix()}"
+        return f"{self.cat.root.resolve().name}/{path.relative_to(self.cat.root).as_posix()}"
 
     def validate(self, model, data, rel: str, prefix: tuple = ()):
         """Validate with pydantic; every error becomes a finding with the line it points at."""
