@@ -87,9 +87,10 @@ class CatalogGraph:
                 if not self.flow.has_edge(node, node):
                     continue
             sub = self.flow.subgraph(comp)
-            edges = nx.find_cycle(sub)
-            path = [u for u, _ in edges] + [edges[0][0]]
-            found.append([p[2:] for p in path])
+            nodes = [u for u, _ in nx.find_cycle(sub)]
+            start = nodes.index(min(n for n in nodes if n.startswith(V)))
+            nodes = nodes[start:] + nodes[:start]
+            found.append([n[2:] for n in nodes + nodes[:1]])
         return sorted(found)
 
     def topological_order(self) -> list[str]:

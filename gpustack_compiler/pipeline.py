@@ -32,9 +32,10 @@ def graph_of(cat: Catalog) -> CatalogGraph:
 def check_graph(cat: Catalog, graph: CatalogGraph) -> None:
     f = cat.findings
     for cycle in graph.cycles():
-        first = next((n for n in cycle if n in cat.relations), cycle[0])
-        loc = cat.relations[first].loc if first in cat.relations else cat.variables[first].loc
-        f.add(loc.file, loc.line, "graph.cycle", "cycle: " + " --> ".join(cycle))
+        # `cycle` alternates variable, relation, variable, ...; it is reported at its first relation.
+        loc = cat.relations[cycle[1]].loc
+        f.add(loc.file, loc.line, "graph.cycle", "cycle: " + " --> ".join(cycle[::2]),
+              context="via " + ", ".join(cycle[1::2]))
     defs: dict[str, list] = {}
     for rel in cat.relations.values():
         if rel.output is not None:
@@ -42,15 +43,16 @@ def check_graph(cat: Catalog, graph: CatalogGraph) -> None:
     for var, rels in sorted(defs.items()):
         exact = [r for r in rels if r.kind in EXACT_KINDS]
         variants = [r for r in rels if r.kind == "variant"]
+        # Reported at every relation involved, so an annotation lands on the new file and the old one.
         if len(exact) > 1:
-            loc = exact[1].loc
-            f.add(loc.file, loc.line, "graph.duplicate-identity", f"`{var}` is defined by "
-                  f"{', '.join(r.spec.name for r in exact)}; make them variants with keys")
+            for r in exact:
+                f.add(r.loc.file, r.loc.line, "graph.duplicate-identity", f"`{var}` is defined by "
+                      f"{', '.join(x.spec.name for x in exact)}; make them variants with keys")
         elif exact and variants:
-            loc = exact[0].loc
-            f.add(loc.file, loc.line, "graph.ambiguous-definition", f"`{var}` has an exact definition "
-                  f"({exact[0].spec.name}) and variants ({', '.join(r.spec.name for r in variants)}); "
-                  "make the exact one a variant too")
+            for r in exact + variants:
+                f.add(r.loc.file, r.loc.line, "graph.ambiguous-definition", f"`{var}` has an exact definition "
+                      f"({exact[0].spec.name}) and variants ({', '.join(x.spec.name for x in variants)}); "
+                      "make the exact one a variant too")
         keys: dict[str, str] = {}
         for r in variants:
             if r.spec.variant in keys:

@@ -1,0 +1,166 @@
+"""One small bad catalog per finding id: the finding names its id, file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import SYSTEM_MODELINE, check, mini_catalog
+
+VAR = """  - name: {name}
+    units: {units}
+    description: a variable
+    references: [narayanan2021_megatron]
+    root: {{category: scenario_boundary, family: test}}
+"""
+
+
+def rel(name: str, defines: str, expression: str, kind: str = "identity", extra: str = "") -> str:
+    return (f"  - name: {name}\n    kind: {kind}\n    defines: {defines}\n    expression: \"{expression}\"\n"
+            f"    description: a relation\n    references: [narayanan2021_megatron]\n{extra}")
+
+
+def econ(body: str) -> tuple[str, str]:
+    return "economics/bad.yaml", SYSTEM_MODELINE + body
+
+
+# (finding id, file to write, its text, expected line of the finding)
+CASES = [
+    ("yaml.syntax", *econ("variables:\n  - name: econ.x\n    units: [unclosed\n"), 5),
+    ("yaml.modeline", "economics/bad.yaml", "variables: []\n", 1),
+    ("yaml.duplicate-key", *econ("variables:\n" + VAR.format(name="econ.x", units="USD")
+                                 + "    units: W\n"), 8),
+    ("schema.unknown-key", *econ("variables:\n" + VAR.format(name="econ.x", units="USD") + "    colour: red\n"), 8),
+    ("schema.missing-field", *econ("variables:\n  - name: econ.x\n    description: d\n"
+                                   "    references: [narayanan2021_megatron]\n"), 3),
+    ("schema.invalid", *econ("variables:\n" + VAR.format(name="econ.x", units="USD")
+                             + "    assumptions: [purple]\n"), 8),
+    ("catalog.unknown-file", "mystery/thing.yaml", SYSTEM_MODELINE + "variables: []\n", 1),
+    ("name.format", *econ("variables:\n" + VAR.format(name="econ.Bad-Name", units="USD")), 3),
+    ("name.prefix", *econ("variables:\n" + VAR.format(name="training.elsewhere", units="USD")), 3),
+    ("name.duplicate", *econ("variables:\n" + VAR.format(name="econ.x", units="USD")
+                             + VAR.format(name="econ.x", units="USD")), 8),
+    ("unit.invalid", *econ("variables:\n" + VAR.format(name="econ.x", units="furlong")), 4),
+    ("unit.ambiguous", *econ("variables:\n" + VAR.format(name="econ.x", units="h")), 4),
+    ("ref.missing", *econ("variables:\n  - name: econ.x\n    units: USD\n    description: d\n"
+                          "    root: {category: scenario_boundary, family: t}\n"), 3),
+    ("ref.unknown", *econ("variables:\n" + VAR.format(name="econ.x", units="USD").replace(
+        "narayanan2021_megatron", "no_such_paper")), 6),
+    ("variable.assumptions", *econ("variables:\n" + VAR.format(name="econ.x", units="USD")
+                                   + "    assumptions: [positive, negative]\n"), 8),
+    ("variable.bounds", *econ("variables:\n" + VAR.format(name="econ.x", units="USD")
+                              + "    bounds: {min: 2, max: 1}\n"), 8),
+    ("expr.syntax", *econ("relations:\n" + rel("econ.r", "training.t_step", "training.t_compute +")), 3),
+    ("expr.forbidden", *econ("relations:\n" + rel("econ.r", "training.t_step",
+                                                 "__import__('os').system('touch /tmp/gpustack-pwned')")), 3),
+    ("expr.too-large", *econ("relations:\n" + rel("econ.r", "training.t_step", "training.t_compute * 2**(9**9)")), 3),
+    ("expr.unknown-name", *econ("relations:\n" + rel("econ.r", "training.t_step", "training.t_compte")), 3),
+    ("expr.kind", *econ("relations:\n" + rel("econ.r", "training.t_step", "training.t_compute > 0")), 3),
+    ("relation.unknown-target", *econ("relations:\n" + rel("econ.r", "econ.nothing", "training.t_compute")), 3),
+    ("relation.defines-constant", *econ("relations:\n" + rel("econ.r", "const.c", "training.t_compute")), 3),
+    ("dim.mismatch", *econ("relations:\n" + rel("econ.r", "training.t_step", "training.t_compute * const.c")), 3),
+    ("dim.function-arg", *econ("relations:\n" + rel("econ.r", "training.t_step",
+                                                   "training.t_compute * exp(training.t_comm)")), 3),
+    ("dim.exponent", *econ("relations:\n" + rel("econ.r", "training.t_step",
+                                               "training.t_compute ** training.t_comm")), 3),
+    ("dim.undecided", *econ("variables:\n" + VAR.format(name="econ.alpha", units='"1"') + "relations:\n"
+                            + rel("econ.r", "training.t_step", "training.t_compute ** econ.alpha")), 9),
+    ("dim.condition", *econ("relations:\n" + rel("econ.r", "training.t_step", "training.t_compute",
+                                                kind="approximation",
+                                                extra="    validity: (training.t_comm < training.t_compute) + 1 > 0\n")),
+     3),
+    ("graph.cycle", *econ("variables:\n" + VAR.format(name="econ.a", units="s").replace(
+        "    root: {category: scenario_boundary, family: test}\n", "") + VAR.format(
+        name="econ.b", units="s").replace("    root: {category: scenario_boundary, family: test}\n", "")
+        + "relations:\n" + rel("econ.a.from_b", "econ.a", "econ.b") + rel("econ.b.from_a", "econ.b", "econ.a")), 18),
+    ("graph.duplicate-identity", *econ("relations:\n" + rel("econ.r", "training.t_step", "2 * training.t_compute")), 3),
+    ("graph.ambiguous-definition", *econ("relations:\n" + rel("econ.r", "training.t_step", "training.t_compute",
+                                                             kind="variant", extra="    variant: fast\n")), 3),
+    ("graph.duplicate-variant", *econ("variables:\n" + VAR.format(name="econ.y", units="s").replace(
+        "    root: {category: scenario_boundary, family: test}\n", "") + "relations:\n"
+        + rel("econ.y.a", "econ.y", "training.t_compute", kind="variant", extra="    variant: k\n")
+        + rel("econ.y.b", "econ.y", "training.t_comm", kind="variant", extra="    variant: k\n")), 15),
+    ("graph.root-undeclared", *econ("variables:\n  - name: econ.lonely\n    units: USD\n    description: d\n"
+                                    "    references: [narayanan2021_megatron]\n"), 3),
+    ("graph.orphan", *econ("variables:\n" + VAR.format(name="econ.unused", units="USD")), 3),
+    ("graph.root-defined", *econ("variables:\n" + VAR.format(name="econ.z", units="s") + "relations:\n"
+                                 + rel("econ.z.def_", "econ.z", "training.t_compute")), 3),
+    ("preset.unknown-variable", "presets/p.yaml",
+     "# yaml-language-server: $schema=../../schemas/presets.schema.json\npresets:\n  - name: p\n"
+     "    description: d\n    provenance: synthetic_fixture\n    source: test\n    assignments:\n"
+     "      training.t_compte: 1 s\n", 8),
+    ("preset.unit-mismatch", "presets/p.yaml",
+     "# yaml-language-server: $schema=../../schemas/presets.schema.json\npresets:\n  - name: p\n"
+     "    description: d\n    provenance: synthetic_fixture\n    source: test\n    assignments:\n"
+     "      training.t_compute: 5 W\n", 8),
+    ("preset.invalid-value", "presets/p.yaml",
+     "# yaml-language-server: $schema=../../schemas/presets.schema.json\npresets:\n  - name: p\n"
+     "    description: d\n    provenance: synthetic_fixture\n    source: test\n    assignments:\n"
+     "      training.t_compute: fast\n", 8),
+    ("preset.unknown-variant", "presets/p.yaml",
+     "# yaml-language-server: $schema=../../schemas/presets.schema.json\npresets:\n  - name: p\n"
+     "    description: d\n    provenance: synthetic_fixture\n    source: test\n    variants:\n"
+     "      training.t_step: turbo\n", 8),
+]
+
+
+@pytest.mark.parametrize("fid,path,text,line", CASES, ids=[c[0] for c in CASES])
+def test_finding(tmp_path: Path, fid: str, path: str, text: str, line: int) -> None:
+    root = mini_catalog(tmp_path)
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    findings = check(root)
+    hits = [f for f in findings.items if f.id == fid and f.file == f"catalog/{path}"]
+    assert hits, f"no {fid} finding in {path}; got {[f.as_text() for f in findings.items]}"
+    assert hits[0].line == line, hits[0].as_text()
+
+
+def test_cycle_is_a_readable_path(tmp_path: Path) -> None:
+    root = mini_catalog(tmp_path)
+    target = root / "economics" / "bad.yaml"
+    target.write_text(next(c[2] for c in CASES if c[0] == "graph.cycle"))
+    hit = next(f for f in check(root).items if f.id == "graph.cycle")
+    assert hit.message == "cycle: econ.a --> econ.b --> econ.a"
+    assert hit.context == "via econ.b.from_a, econ.a.from_b"
+
+
+def test_mini_catalog_is_clean(tmp_path: Path) -> None:
+    assert check(mini_catalog(tmp_path)).items == []
+
+
+def test_nothing_runs(tmp_path: Path) -> None:
+    marker = Path("/tmp/gpustack-pwned")
+    marker.unlink(missing_ok=True)
+    root = mini_catalog(tmp_path)
+    (root / "economics" / "bad.yaml").write_text(SYSTEM_MODELINE + "relations:\n" + rel(
+        "econ.r", "training.t_step", "__import__('os').system('touch /tmp/gpustack-pwned')"))
+    findings = check(root)
+    assert any(f.id == "expr.forbidden" for f in findings.items)
+    assert not marker.exists()
+
+
+def test_yaml_tags_and_aliases_refused(tmp_path: Path) -> None:
+    root = mini_catalog(tmp_path)
+    (root / "economics" / "bad.yaml").write_text(
+        SYSTEM_MODELINE + "variables: !!python/object/apply:os.system ['touch /tmp/gpustack-pwned']\n")
+    (root / "economics" / "alias.yaml").write_text(
+        SYSTEM_MODELINE + "a: &x [1, 2]\nvariables: *x\n")
+    findings = check(root)
+    ids = {(f.file, f.id) for f in findings.items}
+    assert ("catalog/economics/bad.yaml", "yaml.syntax") in ids
+    assert ("catalog/economics/alias.yaml", "yaml.syntax") in ids
+    assert not Path("/tmp/gpustack-pwned").exists()
+
+
+def test_one_bad_entry_does_not_hide_the_rest(tmp_path: Path) -> None:
+    root = mini_catalog(tmp_path)
+    (root / "economics" / "bad.yaml").write_text(SYSTEM_MODELINE + "variables:\n"
+                                                 + VAR.format(name="econ.x", units="furlong")
+                                                 + VAR.format(name="econ.y", units="USD")
+                                                 + "relations:\n" + rel("econ.r", "training.t_step", "econ.y"))
+    ids = [f.id for f in check(root).errors]
+    # econ.y stays known (no unknown-name cascade); the relation's real problems are reported.
+    assert "unit.invalid" in ids and "expr.unknown-name" not in ids
+    assert "dim.mismatch" in ids and "graph.duplicate-identity" in ids

@@ -1,0 +1,139 @@
+"""The command line as a user meets it: JSON on stdout, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpustack_compiler import schema as schema_mod
+from gpustack_compiler.expressions import ExprError, parse
+from helpers import CATALOG, REPO, mini_catalog
+
+
+def run(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from gpustack_sim.cli import main; main()", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("build")
+
+
+def gp(build: Path, *args: str) -> subprocess.CompletedProcess:
+    return run("--catalog", str(CATALOG), "--build-dir", str(build), *args)
+
+
+def test_real_catalog_checks_clean(build: Path) -> None:
+    res = gp(build, "check", "--json")
+    assert res.returncode == 0, res.stdout[-2000:]
+    data = json.loads(res.stdout)
+    assert data["errors"] == 0
+
+
+def test_compile_writes_deterministic_manifest(build: Path, tmp_path: Path) -> None:
+    first = gp(build, "compile", "--json")
+    assert first.returncode == 0, first.stderr
+    info = json.loads(first.stdout)
+    text = Path(info["manifest"]).read_text()
+    other = tmp_path / "b2"
+    second = run("--catalog", str(CATALOG), "--build-dir", str(other), "compile", "--json")
+    assert (other / "manifest.json").read_text() == text  # cold build, byte-identical
+    manifest = json.loads(text)
+    assert manifest["schema_version"] == "1.0"
+    assert manifest["catalog_hash"] == info["catalog_hash"] == json.loads(second.stdout)["catalog_hash"]
+    rel = manifest["relations"]["econ.cost.per_token.ratio"]
+    assert rel["inputs"] == ["econ.run.total_cost", "training.total_tokens"] and rel["latex"]
+    assert manifest["variables"]["econ.cost.per_token"]["dimension"] == {"currency": "1", "token": "-1"}
+
+
+def test_stats_json(build: Path) -> None:
+    data = json.loads(gp(build, "stats", "--json").stdout)
+    assert data["coverage"]["dimension_checks"] == 1.0
+    assert data["cycles"] == 0
+    assert data["topological_order_length"] == data["variables"] + data["constants"] + sum(
+        v for k, v in data["relations_by_kind"].items() if k != "constraint")
+
+
+def test_show_and_suggestion(build: Path) -> None:
+    data = json.loads(gp(build, "show", "econ.cost.per_token", "--json").stdout)
+    assert data["units"] == "USD/token" and data["defined_by"] == ["econ.cost.per_token.ratio"]
+    res = gp(build, "show", "econ.cost.per_tokn")
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        "Error: unknown name `econ.cost.per_tokn` (hint: did you mean econ.cost.per_token, "
+        "econ.cost.per_token.ratio?)"]
+
+
+def test_cone_selectors(build: Path) -> None:
+    full = json.loads(gp(build, "cone", "econ.cost.per_token", "--json").stdout)
+    names = {n["name"] for n in full["nodes"]}
+    assert {"training.total_tokens", "gpu.power.total", "thermal.facility.cooling_power"} <= names
+    shallow = json.loads(gp(build, "cone", "1+econ.cost.per_token", "--json").stdout)
+    assert {n["name"] for n in shallow["nodes"]} == {"econ.run.total_cost", "training.total_tokens"}
+    down = json.loads(gp(build, "cone", "gpu.power.total+", "--json").stdout)
+    assert down["direction"] == "downstream"
+    assert "econ.cost.per_token" in {n["name"] for n in down["nodes"]}
+    dot = gp(build, "cone", "econ.run.total_cost", "--format", "dot").stdout
+    assert dot.startswith("digraph cone {") and '"econ.run.capex_cost" -> "econ.run.total_cost"' in dot
+
+
+def test_root_debt_family_union(build: Path) -> None:
+    roots = json.loads(gp(build, "root-debt", "--json", "--limit", "1000").stdout)
+    fams = json.loads(gp(build, "root-debt", "--families", "--json", "--limit", "1000").stdout)
+    by_family: dict[str, list] = {}
+    for r in roots:
+        by_family.setdefault(r["family"], []).append(r["weight"])
+    for f in fams:
+        members = by_family[f["family"]]
+        assert f["roots"] == len(members)
+        # the union is at least the heaviest member and at most the sum (no double counting)
+        assert max(members) <= f["weight"] <= sum(members)
+    assert roots == sorted(roots, key=lambda r: (-r["weight"], r["name"]))
+
+
+def test_check_formats_and_exit_codes(tmp_path: Path) -> None:
+    root = mini_catalog(tmp_path)
+    (root / "training" / "bad.yaml").write_text("variables:\n  - name: training.x\n    units: furlong\n")
+    res = run("--catalog", str(root), "--build-dir", str(tmp_path / "b"), "check", "--format", "github")
+    assert res.returncode == 1
+    assert "::error file=catalog/training/bad.yaml,line=1,title=yaml.modeline::" in res.stdout
+    assert "::error file=catalog/training/bad.yaml,line=2,title=schema.missing-field::" in res.stdout
+    js = run("--catalog", str(root), "--build-dir", str(tmp_path / "b"), "check", "--json")
+    data = json.loads(js.stdout)
+    assert js.returncode == 1 and data["errors"] >= 1
+    assert {"id", "level", "message", "file", "line", "column", "context"} == set(data["findings"][0])
+    comp = run("--catalog", str(root), "--build-dir", str(tmp_path / "b"), "compile")
+    assert comp.returncode == 1 and "Traceback" not in comp.stderr
+    assert not (tmp_path / "b" / "manifest.json").exists()
+    usage = run("--catalog", str(root), "check", "--format", "xml")
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+
+
+def test_committed_schemas_are_fresh() -> None:
+    assert schema_mod.stale(REPO / "schemas") == []
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=200))
+def test_parser_never_escapes(text: str) -> None:
+    try:
+        parse(text)
+    except ExprError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.from_regex(r"[a-z.()+\-*/ 0-9,']{0,60}", fullmatch=True))
+def test_parser_on_expression_like_text(text: str) -> None:
+    try:
+        parsed = parse(text)
+        assert isinstance(parsed.names, tuple)
+    except ExprError as exc:
+        assert exc.id.startswith("expr.")
