@@ -6,7 +6,6 @@ one, so a single typo yields one finding instead of a cascade of unknown names.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from . import models as m
 from .expressions import ANY, DimensionInference, ExprError, Parsed, is_keyword_free, parse
+from .fileset import catalog_files, content_hash
 from .findings import Findings, Level
 from .suggest import did_you_mean
 from .units import Unit, UnitError, UnitSystem
@@ -110,21 +110,6 @@ class Catalog:
     def unit_of(self, name: str) -> Unit | None:
         entry = self.variables.get(name) or self.constants.get(name)
         return entry.unit if entry else None
-
-
-def catalog_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml"))
-
-
-def content_hash(root: Path, extra: str = "") -> tuple[str, dict[str, str]]:
-    """sha256 over every catalog file's path and bytes: the key for every cache."""
-    per_file = {}
-    for path in catalog_files(root):
-        per_file[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
-    h = hashlib.sha256(extra.encode())
-    for rel, digest in sorted(per_file.items()):
-        h.update(f"{rel}\0{digest}\n".encode())
-    return h.hexdigest(), per_file
 
 
 class _Loader:

@@ -14,11 +14,14 @@ from pathlib import Path
 
 import typer
 
+from typing import TYPE_CHECKING
+
 from . import pipeline
-from . import schema as schema_mod
 from .errors import FindingsError, UsageError
-from .source import GraphSource, ManifestSource
 from .suggest import did_you_mean
+
+if TYPE_CHECKING:
+    from .source import GraphSource, ManifestSource
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
                   help="gpustack: what a token of AI training physically costs, and what that number is made of.")
@@ -70,16 +73,19 @@ def compile_or_fail(s: Settings, write: bool = False) -> pipeline.Result:
         raise UsageError(f"catalog directory {s.catalog} not found", "pass --catalog PATH")
     result = pipeline.run(s.catalog, s.build, write_manifest=write)
     if result.manifest is None:
-        for f in result.findings.sorted()[:20]:
+        errors = sorted(result.findings.errors)
+        for f in errors[:20]:
             err(f.as_text())
-        more = len(result.findings.items) - 20
-        raise FindingsError(f"the catalog has {len(result.findings.errors)} error(s)"
-                            + (f" ({more} more findings not shown)" if more > 0 else ""),
+        more = len(errors) - 20
+        raise FindingsError(f"the catalog has {len(errors)} error(s)"
+                            + (f" ({more} more not shown)" if more > 0 else ""),
                             "run `gpustack check` for every finding")
     return result
 
 
 def manifest_source(ctx: typer.Context) -> ManifestSource:
+    from .source import ManifestSource
+
     return ManifestSource(compile_or_fail(settings(ctx)).manifest)
 
 
@@ -103,7 +109,7 @@ def check(ctx: typer.Context,
         raise UsageError(f"--format must be text, json or github, not {format!r}")
     if not s.catalog.is_dir():
         raise UsageError(f"catalog directory {s.catalog} not found", "pass --catalog PATH")
-    result = pipeline.run(s.catalog, s.build, write_manifest=False)
+    result = pipeline.run(s.catalog, s.build, write_manifest=False, need_manifest=False)
     fmt = "json" if as_json else format
     text = result.findings.render(fmt)
     if text:
@@ -131,6 +137,8 @@ def schema(ctx: typer.Context,
            check_only: bool = typer.Option(False, "--check", help="Exit 1 if the committed schemas are stale."),
            as_json: bool = JsonOpt) -> None:
     """Regenerate the JSON Schema files in schemas/ from the models."""
+    from . import schema as schema_mod
+
     directory = settings(ctx).schemas
     if check_only:
         stale = schema_mod.stale(directory)

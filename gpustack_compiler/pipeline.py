@@ -1,17 +1,21 @@
 """check and compile: load, validate, graph checks, manifest. The whole result is cached by the
-catalog's content hash, so a second run on an unchanged catalog only hashes files."""
+catalog's content hash, so a second run on an unchanged catalog only hashes files; the heavy
+modules (pydantic models, sympy, networkx) are imported only on a cache miss."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import manifest as mf
-from .catalog import Catalog, content_hash, load_catalog
+from .fileset import content_hash
 from .findings import Finding, Findings, Level
-from .graph import CatalogGraph
-from .symbolic import SymbolicCache
+
+if TYPE_CHECKING:
+    from .catalog import Catalog
+    from .graph import CatalogGraph
 
 GENERATOR = "gpustack-compiler 0.1.0"
 EXACT_KINDS = {"identity", "piecewise", "iterative", "differential", "stochastic"}
@@ -26,7 +30,10 @@ class Result:
 
 
 def graph_of(cat: Catalog) -> CatalogGraph:
-    return CatalogGraph(cat.variables, cat.constants, mf.relation_edges(cat))
+    from .graph import CatalogGraph
+    from .manifest_build import relation_edges
+
+    return CatalogGraph(cat.variables, cat.constants, relation_edges(cat))
 
 
 def check_graph(cat: Catalog, graph: CatalogGraph) -> None:
@@ -79,50 +86,68 @@ def _cache_dir(build_dir: Path) -> Path:
     return build_dir / "cache"
 
 
-def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cache: bool = True) -> Result:
-    """Check the catalog; build the manifest when there are no errors (and write it if asked)."""
+def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cache: bool = True,
+        need_manifest: bool = True) -> Result:
+    """Check the catalog; build the manifest when there are no errors (and write it if asked).
+
+    With `need_manifest=False` a cached run returns findings without reading the manifest."""
     catalog_hash, _ = content_hash(catalog_dir, extra=GENERATOR + mf.SCHEMA_VERSION)
-    result_cache = _cache_dir(build_dir) / f"result-{catalog_hash}.json" if build_dir and use_cache else None
-    if result_cache is not None and result_cache.exists():
-        try:
-            cached = json.loads(result_cache.read_text())
-            findings = Findings([Finding(**{**d, "level": Level(d["level"])}) for d in cached["findings"]])
-            manifest = cached["manifest"]
-            if write_manifest and manifest is not None:
-                _write(manifest, build_dir)
-            return Result(findings, manifest, catalog_hash, cached=True)
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+    cache = _cache_dir(build_dir) if build_dir and use_cache else None
+    if cache is not None:
+        hit = _cached(cache, catalog_hash, build_dir if write_manifest else None, need_manifest)
+        if hit is not None:
+            return hit
+    from .catalog import load_catalog
+
     cat = load_catalog(catalog_dir)
     manifest = None
     if cat.units is not None:
         graph = graph_of(cat)
         check_graph(cat, graph)
         if not cat.findings.errors:
-            sym_cache = SymbolicCache(_cache_dir(build_dir) / "symbolic.json" if build_dir and use_cache else None)
+            from .manifest_build import RelationBuildError, build_manifest
+            from .symbolic import SymbolicCache
+
+            sym_cache = SymbolicCache(cache / "symbolic.json" if cache else None)
             try:
-                manifest = mf.build_manifest(cat, graph, catalog_hash, sym_cache)
-            except mf.RelationBuildError as exc:
+                manifest = build_manifest(cat, graph, catalog_hash, sym_cache)
+            except RelationBuildError as exc:
                 loc = exc.rel.loc
                 cat.findings.add(loc.file, loc.line, exc.exc.id, f"{exc.rel.spec.name}: {exc.exc.message}")
-    if write_manifest and manifest is not None:
-        _write(manifest, build_dir)
-    if result_cache is not None:
-        _store(result_cache, cat.findings, manifest)
+    text = mf.dumps(manifest) if manifest is not None else None
+    if write_manifest and text is not None:
+        _write(text, build_dir)
+    if cache is not None:
+        _store(cache, catalog_hash, cat.findings, text)
     return Result(cat.findings, manifest, catalog_hash)
 
 
-def _write(manifest: dict, build_dir: Path) -> None:
+def _cached(cache: Path, catalog_hash: str, write_to: Path | None, need_manifest: bool) -> Result | None:
+    try:
+        stored = json.loads((cache / f"result-{catalog_hash}.json").read_text())
+        findings = Findings([Finding(**{**d, "level": Level(d["level"])}) for d in stored["findings"]])
+        manifest = None
+        if stored["has_manifest"] and (need_manifest or write_to is not None):
+            text = (cache / f"manifest-{catalog_hash}.json").read_text(encoding="utf-8")
+            if write_to is not None:
+                _write(text, write_to)
+            manifest = json.loads(text) if need_manifest else None
+        return Result(findings, manifest, catalog_hash, cached=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write(text: str, build_dir: Path) -> None:
     target = build_dir / "manifest.json"
-    text = mf.dumps(manifest)
     if not target.exists() or target.read_text(encoding="utf-8") != text:
-        mf.write(manifest, target)
+        mf.write_text(text, target)
 
 
-def _store(path: Path, findings: Findings, manifest: dict | None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for old in path.parent.glob("result-*.json"):
+def _store(cache: Path, catalog_hash: str, findings: Findings, text: str | None) -> None:
+    cache.mkdir(parents=True, exist_ok=True)
+    for old in [*cache.glob("result-*.json"), *cache.glob("manifest-*.json")]:
         old.unlink(missing_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"findings": [f.as_dict() for f in findings.items], "manifest": manifest}))
-    tmp.replace(path)
+    if text is not None:
+        mf.write_text(text, cache / f"manifest-{catalog_hash}.json")
+    mf.write_text(json.dumps({"findings": [f.as_dict() for f in findings.items], "has_manifest": text is not None}),
+                  cache / f"result-{catalog_hash}.json")

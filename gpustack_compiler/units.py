@@ -21,20 +21,45 @@ class UnitError(ValueError):
         self.hint = hint
 
 
-@dataclass(frozen=True)
-class Dim:
-    """Exponents over the declared base dimensions, in declaration order."""
+_MEMO: dict[tuple, "Dim"] = {}
 
-    exps: tuple[Fraction, ...]
+
+class Dim:
+    """Exponents over the declared base dimensions, in declaration order.
+
+    A catalog uses few distinct dimensions, so results are memoized and the hash is computed once:
+    Fraction arithmetic and hashing over eleven exponents would otherwise dominate checking."""
+
+    __slots__ = ("exps", "_hash")
+
+    def __init__(self, exps: tuple[Fraction, ...]):
+        self.exps = exps
+        self._hash = hash(exps)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Dim) and self._hash == other._hash and self.exps == other.exps
+
+    def __repr__(self) -> str:
+        return f"Dim({self.exps})"
+
+    def _memo(self, op: str, other, make) -> "Dim":
+        key = (op, self, other)
+        hit = _MEMO.get(key)
+        if hit is None:
+            hit = _MEMO[key] = Dim(make())
+        return hit
 
     def __mul__(self, other: "Dim") -> "Dim":
-        return Dim(tuple(a + b for a, b in zip(self.exps, other.exps)))
+        return self._memo("*", other, lambda: tuple(a + b for a, b in zip(self.exps, other.exps)))
 
     def __truediv__(self, other: "Dim") -> "Dim":
-        return Dim(tuple(a - b for a, b in zip(self.exps, other.exps)))
+        return self._memo("/", other, lambda: tuple(a - b for a, b in zip(self.exps, other.exps)))
 
     def __pow__(self, p: Fraction) -> "Dim":
-        return Dim(tuple(a * p for a in self.exps))
+        return self._memo("**", p, lambda: tuple(a * p for a in self.exps))
 
     @property
     def dimensionless(self) -> bool:

@@ -1,0 +1,215 @@
+"""Builds the manifest from a checked catalog: records, edges, sympy canonical forms and LaTeX."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import sympy
+
+from .catalog import STOCHASTIC_PARAMETERS, Catalog, RelEntry
+from .expressions import ExprError
+from .graph import CatalogGraph, RelationEdges
+from .manifest import SCHEMA_VERSION
+from .symbolic import SymbolicCache, SymbolTable
+
+
+class RelationBuildError(Exception):
+    """sympy refused a relation that passed the checks; reported as a finding at the relation."""
+
+    def __init__(self, rel: RelEntry, exc: ExprError):
+        super().__init__(exc.message)
+        self.rel = rel
+        self.exc = exc
+
+
+def relation_edges(cat: Catalog) -> list[RelationEdges]:
+    return [RelationEdges(name, r.kind, r.inputs, r.output) for name, r in sorted(cat.relations.items())]
+
+
+def symbol_table(cat: Catalog) -> SymbolTable:
+    assumptions = {n: tuple(sorted(e.spec.assumptions)) for n, e in cat.variables.items()}
+    for n, c in cat.constants.items():
+        assumptions[n] = ("positive",) if c.spec.value > 0 else ("real",)
+    latex = {n: e.spec.symbol for n, e in {**cat.variables, **cat.constants}.items() if e.spec.symbol}
+    return SymbolTable(assumptions, latex, lambda u: cat.units.parse(u).scale)
+
+
+def _main_sympy(rel: RelEntry, table: SymbolTable) -> sympy.Basic:
+    spec = rel.spec
+    build = table.builder.build
+    if spec.kind == "piecewise":
+        pieces = []
+        for i, piece in enumerate(spec.pieces):
+            cond = build(rel.parts[f"pieces[{i}].when"]) if piece.when is not None else sympy.true
+            pieces.append((build(rel.parts[f"pieces[{i}].expression"]), cond))
+        if pieces[-1][1] is not sympy.true:
+            pieces.append((sympy.nan, sympy.true))
+        return sympy.Piecewise(*pieces)
+    if spec.kind == "stochastic":
+        p = {k.split(".", 1)[1]: build(v) for k, v in rel.parts.items()}
+        mean = {"normal": lambda: p["mean"],
+                "lognormal": lambda: p["median"] * sympy.exp(p["sigma"] ** 2 / 2),
+                "uniform": lambda: (p["low"] + p["high"]) / 2,
+                "exponential": lambda: 1 / p["rate"]}[spec.distribution]
+        return mean()
+    if spec.kind == "differential":
+        return sympy.Eq(sympy.Derivative(table.symbol(spec.defines), table.symbol(spec.with_respect_to)),
+                        build(rel.parts["expression"]), evaluate=False)
+    return build(rel.parts["expression"])
+
+
+def _symbolic_forms(rel: RelEntry, table: SymbolTable) -> tuple[str, str]:
+    expr = _main_sympy(rel, table)
+    return sympy.sstr(expr, order="lex"), table.latex(expr)
+
+
+def _cache_key(name: str, rel: RelEntry, table: SymbolTable) -> str:
+    return table.key(name + "\0" + rel.spec.kind, [rel.parts[k] for k in sorted(rel.parts)])
+
+
+PARALLEL_THRESHOLD = 1000
+_WORKER_STATE: tuple[SymbolTable, list[RelEntry]] | None = None
+
+
+def _worker(index: int):
+    table, rels = _WORKER_STATE
+    try:
+        return _symbolic_forms(rels[index], table)
+    except ExprError as exc:
+        return exc
+
+
+def _prefill(cat: Catalog, table: SymbolTable, cache: SymbolicCache) -> None:
+    """Build the uncached sympy forms on every core: a cold compile of a large catalog is mostly this.
+    Workers are forked, so they share the symbol table without pickling it; output is identical."""
+    global _WORKER_STATE
+    todo = [(key, rel) for name, rel in sorted(cat.relations.items())
+            if (key := _cache_key(name, rel, table)) not in cache.data]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if len(todo) < PARALLEL_THRESHOLD or cores < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return
+    _WORKER_STATE = (table, [rel for _, rel in todo])
+    try:
+        with multiprocessing.get_context("fork").Pool(min(cores, 4)) as pool:
+            results = pool.map(_worker, range(len(todo)), chunksize=100)
+    finally:
+        _WORKER_STATE = None
+    for (key, rel), result in zip(todo, results):
+        if isinstance(result, ExprError):
+            raise RelationBuildError(rel, result)
+        cache.data[key] = list(result)
+        cache.dirty = True
+
+
+def _relation_record(name: str, rel: RelEntry, table: SymbolTable, cache: SymbolicCache, used: set[str]) -> dict:
+    spec = rel.spec
+    key = _cache_key(name, rel, table)
+    used.add(key)
+    try:
+        canonical, latex = cache.get_or_make(key, lambda: _symbolic_forms(rel, table))
+    except ExprError as exc:
+        raise RelationBuildError(rel, exc) from None
+    record = {
+        "name": name,
+        "kind": spec.kind,
+        "system": rel.system,
+        "defines": rel.output,
+        "inputs": list(rel.inputs),
+        "parts": {label: p.text for label, p in sorted(rel.parts.items())},
+        "canonical": canonical,
+        "latex": latex,
+        "description": spec.description,
+        "references": list(spec.references),
+        "dimension_checked": rel.dim_checked,
+        "file": rel.loc.file,
+        "line": rel.loc.line,
+    }
+    if spec.kind == "constraint":
+        record["constrains"] = list(rel.inputs)
+    for extra in ("variant", "validity", "with_respect_to", "tolerance", "max_iterations", "distribution"):
+        value = getattr(spec, extra, None)
+        if value is not None:
+            record[extra] = value
+    if spec.kind == "piecewise":
+        record["pieces"] = [{"when": p.when, "expression": p.expression} for p in spec.pieces]
+    if spec.kind == "stochastic":
+        record["parameters"] = dict(sorted(spec.parameters.items()))
+        record["parameter_dimensions"] = {k: v for k, v in STOCHASTIC_PARAMETERS[spec.distribution].items()}
+    return record
+
+
+def build_manifest(cat: Catalog, graph: CatalogGraph, catalog_hash: str, cache: SymbolicCache) -> dict:
+    units = cat.units
+    table = symbol_table(cat)
+    used: set[str] = set()
+    roots = set(graph.roots)
+    leaves = set(graph.leaves)
+    variables = {}
+    for name, e in sorted(cat.variables.items()):
+        s = e.spec
+        variables[name] = {
+            "name": name,
+            "system": e.system,
+            "units": s.units,
+            "scale": e.unit.scale,
+            "dimension": units.dim_as_dict(e.unit.dim),
+            "description": s.description,
+            "symbol": s.symbol,
+            "quantity": s.quantity,
+            "assumptions": sorted(s.assumptions),
+            "bounds": s.bounds.model_dump() if s.bounds else None,
+            "references": list(s.references),
+            "root": s.root.model_dump() if (s.root and name in roots) else None,
+            "is_root": name in roots,
+            "is_leaf": name in leaves,
+            "file": e.loc.file,
+            "line": e.loc.line,
+        }
+    constants = {}
+    for name, c in sorted(cat.constants.items()):
+        s = c.spec
+        constants[name] = {
+            "name": name, "value": s.value, "units": s.units, "scale": c.unit.scale,
+            "si_value": s.value * c.unit.scale, "dimension": units.dim_as_dict(c.unit.dim),
+            "description": s.description, "symbol": s.symbol, "exact": s.exact,
+            "references": list(s.references), "file": c.loc.file, "line": c.loc.line,
+        }
+    _prefill(cat, table, cache)
+    relations = {name: _relation_record(name, r, table, cache, used) for name, r in sorted(cat.relations.items())}
+    cache.save(used)
+    edges = []
+    for name, r in sorted(relations.items()):
+        if r["kind"] == "constraint":
+            edges.extend({"source": name, "target": v, "type": "CONSTRAINS"} for v in r["constrains"])
+            continue
+        edges.extend({"source": v, "target": name, "type": "FEEDS"} for v in r["inputs"])
+        edges.append({"source": name, "target": r["defines"], "type": "DEFINES"})
+    references = {k: {**ref.model_dump(), "file": loc.file, "line": loc.line}
+                  for k, (ref, loc) in sorted(cat.references.items())}
+    presets = {name: {**p.spec.model_dump(mode="json"), "file": p.loc.file, "line": p.loc.line}
+               for name, p in sorted(cat.presets.items())}
+    for p in presets.values():
+        p["assignments"] = {k: (v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if vv is not None})
+                            for k, v in p["assignments"].items()}
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "catalog_hash": catalog_hash,
+        "units": {
+            "base_dimensions": [{"name": n, "unit": u} for n, u in zip(units.dimension_names, units.base_symbols)],
+            "units": {sym: {"scale": u.scale, "dimension": units.dim_as_dict(u.dim)}
+                      for sym, u in sorted(units.units.items())},
+        },
+        "systems": {n: s.model_dump() for n, s in sorted(cat.systems.items())},
+        "headline_targets": list(cat.headline_targets),
+        "variables": variables,
+        "constants": constants,
+        "relations": relations,
+        "edges": edges,
+        "references": references,
+        "presets": presets,
+    }
+    from .stats import compute_stats  # stats reads the manifest it is part of
+
+    manifest["stats"] = compute_stats(manifest, graph)
+    return manifest

@@ -1,0 +1,143 @@
+"""Connecting to Neo4j: settings from options or the environment, the fixed Cypher files, and the
+one place where driver exceptions become `InfrastructureError` (exit 3) with a message naming the URI.
+
+Only auto-commit queries and explicit transactions are used (never the driver's managed, retrying
+transactions), so an unreachable server fails within the connection timeout instead of retrying
+for half a minute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from .errors import InfrastructureError
+
+DEFAULT_URI = "bolt://127.0.0.1:7687"
+DEFAULT_USER = "neo4j"
+CONNECT_TIMEOUT = 4.0  # seconds; connect + acquire stay well under the 10 s promised to users
+
+# The driver logs (connection failures, server notifications) through `logging`; without a handler
+# Python's last-resort handler would print them on stderr next to our one-line error.
+logging.getLogger("neo4j").addHandler(logging.NullHandler())
+
+# Labels and relationship types the compiler writes: the only ones ever put into query text.
+RELATION_KIND_LABELS = {
+    "identity": "Identity", "variant": "Variant", "approximation": "Approximation",
+    "constraint": "Constraint", "piecewise": "Piecewise", "iterative": "Iterative",
+    "differential": "Differential", "stochastic": "Stochastic",
+}
+NODE_LABELS = frozenset({"Variable", "Constant", "Relation", "System", "Reference", "Build", "Root", "Leaf",
+                         *RELATION_KIND_LABELS.values()})
+REL_TYPES = frozenset({"FEEDS", "DEFINES", "CONSTRAINS", "IN_SYSTEM", "CITES"})
+MARKER = "gpustack_load"  # property on every node and relationship the compiler writes
+
+
+@dataclass(frozen=True)
+class Neo4jSettings:
+    uri: str = DEFAULT_URI
+    user: str = DEFAULT_USER
+    password: str | None = None
+    database: str | None = None  # None: the server's default database
+
+    @classmethod
+    def resolve(cls, uri: str | None = None, user: str | None = None, password: str | None = None,
+                database: str | None = None) -> Neo4jSettings:
+        """Explicit values first, then NEO4J_URI / NEO4J_USER / NEO4J_PASSWORD / NEO4J_DATABASE."""
+        env = os.environ
+        return cls(uri=uri or env.get("NEO4J_URI") or DEFAULT_URI,
+                   user=user or env.get("NEO4J_USER") or DEFAULT_USER,
+                   password=password if password is not None else (env.get("NEO4J_PASSWORD") or None),
+                   database=database or env.get("NEO4J_DATABASE") or None)
+
+    @property
+    def where(self) -> str:
+        return self.uri + (f" (database {self.database})" if self.database else "")
+
+
+def driver(settings: Neo4jSettings):
+    import neo4j
+
+    auth = (settings.user, settings.password) if settings.password is not None else None
+    try:
+        return neo4j.GraphDatabase.driver(
+            settings.uri, auth=auth, connection_timeout=CONNECT_TIMEOUT, connection_acquisition_timeout=
+            CONNECT_TIMEOUT * 2, max_connection_lifetime=3600, notifications_min_severity="OFF",
+            user_agent="gpustack")
+    except (ValueError, neo4j.exceptions.ConfigurationError) as exc:
+        raise InfrastructureError(f"bad Neo4j URI {settings.uri!r}: {exc}",
+                                  "use bolt://HOST:PORT or neo4j://HOST:PORT") from None
+
+
+@contextlib.contextmanager
+def translate(settings: Neo4jSettings, doing: str = "talking to") -> Iterator[None]:
+    """Driver exceptions -> InfrastructureError with one line naming the URI."""
+    from neo4j import exceptions as ne
+
+    try:
+        yield
+    except ne.AuthError as exc:
+        if settings.password is None:
+            raise InfrastructureError(
+                f"Neo4j at {settings.uri} requires a user and password ({_short(exc)})",
+                "set NEO4J_USER and NEO4J_PASSWORD, or pass --user/--password") from None
+        raise InfrastructureError(
+            f"Neo4j at {settings.uri} rejected user `{settings.user}`: wrong user name or password "
+            f"({_short(exc)})", "check NEO4J_USER / NEO4J_PASSWORD") from None
+    except (ne.ServiceUnavailable, ne.SessionExpired, OSError) as exc:
+        raise InfrastructureError(f"cannot reach Neo4j at {settings.uri} ({_short(exc)})",
+                                  "start it with `gpustack neo4j start` or set NEO4J_URI") from None
+    except ne.ClientError as exc:
+        if exc.code and "DatabaseNotFound" in exc.code:
+            raise InfrastructureError(f"Neo4j at {settings.uri} has no database `{settings.database}`",
+                                      "set NEO4J_DATABASE or --database to an existing one") from None
+        raise InfrastructureError(f"Neo4j at {settings.where} refused a query while {doing} it: "
+                                  f"{_short(exc)}") from None
+    except ne.Neo4jError as exc:
+        raise InfrastructureError(f"Neo4j at {settings.where} failed while {doing} it: {_short(exc)}") from None
+    except ne.DriverError as exc:
+        raise InfrastructureError(f"Neo4j driver error for {settings.uri}: {_short(exc)}") from None
+
+
+def _short(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return re.sub(r"\s+", " ", str(text)).strip()[:300]
+
+
+# ---- the fixed Cypher ------------------------------------------------------------------------
+
+@cache
+def query(name: str) -> str:
+    """A query from `gpustack_compiler/queries/<name>.cypher` (comments kept: Neo4j ignores them)."""
+    return resources.files(__package__).joinpath("queries", f"{name}.cypher").read_text(encoding="utf-8")
+
+
+def statements(name: str) -> list[str]:
+    """The `;`-separated statements of a .cypher file (for files holding several, like the schema)."""
+    text = "\n".join(line for line in query(name).splitlines() if not line.lstrip().startswith("//"))
+    return [s.strip() for s in text.split(";") if s.strip()]
+
+
+_PLACEHOLDER = re.compile(r"__([A-Z_]+)__")
+
+
+def render(name: str, **labels: str) -> str:
+    """Fill `__LABEL__`-style placeholders of a load statement with allowlisted labels or types only."""
+    text = query(name)
+
+    def sub(m: re.Match) -> str:
+        key = m.group(1).lower()
+        if key not in labels:
+            raise KeyError(f"{name}.cypher: no value for placeholder {m.group(0)}")
+        value = labels[key]
+        if value not in NODE_LABELS and value not in REL_TYPES:
+            raise ValueError(f"{value!r} is not an allowed label or relationship type")
+        return value
+
+    return _PLACEHOLDER.sub(sub, text)

@@ -1,0 +1,326 @@
+"""Load a compiled manifest into Neo4j, replacing the previous graph as one unit.
+
+Graph model (data flows along the arrows)::
+
+    (:Variable|:Constant)-[:FEEDS]->(:Relation:<Kind>)-[:DEFINES]->(:Variable)
+    (:Relation:Constraint)-[:CONSTRAINS]->(:Variable|:Constant)
+    (:Variable|:Relation)-[:IN_SYSTEM]->(:System)
+    (:Variable|:Relation|:Constant)-[:CITES]->(:Reference)
+    (:Build {manifest_hash, catalog_hash, compiled_at, catalog_commit, ...})   one per compile
+
+plus the labels `:Root` and `:Leaf` on variables. Every node and relationship carries the marker
+property `gpustack_load` (the id of the compile that wrote it); nodes without it are foreign.
+
+Atomicity: constraints and indexes are created first (schema changes cannot share a transaction
+with data). Then ONE explicit transaction MERGEs every node and relationship in batches
+(`UNWIND $rows AS row MERGE ...`, one statement per label or relationship type), creates the new
+Build node, deletes whatever earlier compiles wrote that this one did not (renamed or removed
+entries, the old Build), checks the counts, and commits. Readers see the old graph until the
+commit; if the process fails or is killed before it, the server rolls the transaction back and
+the old graph stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import manifest as mf
+from .errors import InfrastructureError, UsageError
+from .neo4j_conn import MARKER, RELATION_KIND_LABELS, Neo4jSettings, driver, query, render, statements, translate
+
+BATCH_SIZE = 2000
+Progress = Callable[[str, int, int], None]  # (step, rows done in this step, rows in this step)
+
+
+class LoadError(Exception):
+    """The manifest cannot be loaded as it is (an edge to a missing node, a count that does not add up)."""
+
+
+@dataclass
+class Plan:
+    """What one compile writes, as parameter rows, built without touching the database."""
+
+    load: str
+    nodes: list[tuple[str, list[dict]]] = field(default_factory=list)       # (label, rows)
+    relations: list[tuple[str, list[dict]]] = field(default_factory=list)   # (kind label, rows)
+    labels: list[tuple[str, str, list[str]]] = field(default_factory=list)  # (node label, extra label, names)
+    edges: list[tuple[str, str, str, list[dict]]] = field(default_factory=list)  # (type, from, to, rows)
+    build: dict = field(default_factory=dict)
+
+    @property
+    def node_count(self) -> int:
+        return sum(len(rows) for _, rows in self.nodes) + sum(len(rows) for _, rows in self.relations) + 1
+
+    @property
+    def edge_count(self) -> int:
+        return sum(len(rows) for *_, rows in self.edges)
+
+
+def dimension_text(dim: dict) -> str:
+    """`{"currency": "1", "token": "-1"}` -> `currency token^-1`; dimensionless -> `1`."""
+    return " ".join(k if str(v) == "1" else f"{k}^{v}" for k, v in dim.items()) or "1"
+
+
+def _clean(props: dict) -> dict:
+    """Neo4j properties: no nulls (absent instead), no maps (JSON text instead)."""
+    out = {}
+    for k, v in props.items():
+        if v is None:
+            continue
+        if isinstance(v, dict):
+            v = json.dumps(v, sort_keys=True, ensure_ascii=False)
+        elif isinstance(v, (list, tuple)):
+            if any(isinstance(x, (dict, list, tuple)) or x is None for x in v):
+                v = json.dumps(v, sort_keys=True, ensure_ascii=False)
+            else:
+                v = list(v)
+        out[k] = v
+    return out
+
+
+def _record(rec: dict) -> str:
+    return json.dumps(rec, sort_keys=True, ensure_ascii=False)
+
+
+def _expression_text(rel: dict) -> str:
+    parts = rel.get("parts") or {}
+    if set(parts) == {"expression"}:
+        return parts["expression"]
+    return "; ".join(f"{k}: {v}" for k, v in parts.items())
+
+
+def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> Plan:
+    """Parameter rows for every statement of the load; raises LoadError on a dangling edge."""
+    load = load or uuid.uuid4().hex
+    p = Plan(load)
+    variables, constants, relations = manifest["variables"], manifest["constants"], manifest["relations"]
+    references, systems = manifest.get("references", {}), manifest.get("systems", {})
+
+    p.nodes.append(("System", [{"name": n, "props": _clean({**s, "name": n, MARKER: load})}
+                               for n, s in sorted(systems.items())]))
+    p.nodes.append(("Reference", [{"name": k, "props": _clean({**{x: y for x, y in r.items()}, "name": k, "key": k,
+                                                               MARKER: load})}
+                                  for k, r in sorted(references.items())]))
+    var_rows = []
+    for n, v in sorted(variables.items()):
+        root = v.get("root") or {}
+        var_rows.append({"name": n, "props": _clean({
+            "name": n, "system": v.get("system"), "units": v.get("units"), "scale": v.get("scale"),
+            "dimension": dimension_text(v.get("dimension") or {}), "description": v.get("description"),
+            "symbol": v.get("symbol"), "quantity": v.get("quantity"), "assumptions": v.get("assumptions") or [],
+            "bounds": v.get("bounds"), "references": v.get("references") or [], "is_root": bool(v.get("is_root")),
+            "is_leaf": bool(v.get("is_leaf")), "family": root.get("family"), "category": root.get("category"),
+            "root_note": root.get("note"), "file": v.get("file"), "line": v.get("line"),
+            "record": _record(v), MARKER: load})})
+    p.nodes.append(("Variable", var_rows))
+    p.nodes.append(("Constant", [{"name": n, "props": _clean({
+        "name": n, "value": c.get("value"), "units": c.get("units"), "si_value": c.get("si_value"),
+        "dimension": dimension_text(c.get("dimension") or {}), "description": c.get("description"),
+        "symbol": c.get("symbol"), "exact": c.get("exact"), "references": c.get("references") or [],
+        "file": c.get("file"), "line": c.get("line"), "record": _record(c), MARKER: load})}
+        for n, c in sorted(constants.items())]))
+    by_kind: dict[str, list[dict]] = {}
+    for n, r in sorted(relations.items()):
+        label = RELATION_KIND_LABELS.get(r.get("kind"))
+        if label is None:
+            raise LoadError(f"relation `{n}` has unknown kind {r.get('kind')!r}")
+        by_kind.setdefault(label, []).append({"name": n, "props": _clean({
+            "name": n, "kind": r["kind"], "system": r.get("system"), "defines": r.get("defines"),
+            "inputs": r.get("inputs") or [], "constrains": r.get("constrains"),
+            "expression": _expression_text(r), "canonical": r.get("canonical"), "latex": r.get("latex"),
+            "description": r.get("description"), "variant": r.get("variant"), "validity": r.get("validity"),
+            "references": r.get("references") or [], "dimension_checked": r.get("dimension_checked"),
+            "file": r.get("file"), "line": r.get("line"), "record": _record(r), MARKER: load})})
+    p.relations = sorted(by_kind.items())
+
+    p.labels.append(("Variable", "Root", [n for n, v in sorted(variables.items()) if v.get("is_root")]))
+    p.labels.append(("Variable", "Leaf", [n for n, v in sorted(variables.items()) if v.get("is_leaf")]))
+
+    def label_of(name: str, where: str) -> str:
+        if name in variables:
+            return "Variable"
+        if name in constants:
+            return "Constant"
+        raise LoadError(f"{where} names `{name}`, which is neither a variable nor a constant")
+
+    edges: dict[tuple[str, str, str], list[dict]] = {}
+
+    def add(kind: str, src_label: str, src: str, dst_label: str, dst: str) -> None:
+        edges.setdefault((kind, src_label, dst_label), []).append({"source": src, "target": dst})
+
+    for e in manifest.get("edges", []):
+        kind, src, dst = e["type"], e["source"], e["target"]
+        if kind == "FEEDS":
+            if dst not in relations:
+                raise LoadError(f"edge FEEDS {src} -> {dst}: no relation `{dst}`")
+            add(kind, label_of(src, f"relation `{dst}`"), src, "Relation", dst)
+        elif kind == "DEFINES":
+            if src not in relations or dst not in variables:
+                raise LoadError(f"edge DEFINES {src} -> {dst}: no relation `{src}` or variable `{dst}`")
+            add(kind, "Relation", src, "Variable", dst)
+        elif kind == "CONSTRAINS":
+            if src not in relations:
+                raise LoadError(f"edge CONSTRAINS {src} -> {dst}: no relation `{src}`")
+            add(kind, "Relation", src, label_of(dst, f"constraint `{src}`"), dst)
+        else:
+            raise LoadError(f"edge of unknown type {kind!r} ({src} -> {dst})")
+    for label, entries in (("Variable", variables), ("Relation", relations)):
+        for n, x in sorted(entries.items()):
+            if x.get("system") in systems:
+                add("IN_SYSTEM", label, n, "System", x["system"])
+    for label, entries in (("Variable", variables), ("Relation", relations), ("Constant", constants)):
+        for n, x in sorted(entries.items()):
+            for key in dict.fromkeys(x.get("references") or []):
+                if key in references:
+                    add("CITES", label, n, "Reference", key)
+    p.edges = [(k, a, b, rows) for (k, a, b), rows in sorted(edges.items())]
+
+    build = dict(build or {})
+    st = manifest.get("stats") or {}
+    p.build = _clean({
+        "name": "build", "schema_version": manifest.get("schema_version"), "catalog_hash": manifest.get("catalog_hash"),
+        "headline_targets": list(manifest.get("headline_targets", [])),
+        "variables": len(variables), "constants": len(constants), "relations": len(relations),
+        "references": len(references), "systems": len(systems), "presets": len(manifest.get("presets", {})),
+        "stats": json.dumps(st, sort_keys=True) if st else None, **build, MARKER: load})
+    return p
+
+
+def catalog_commit(catalog: Path | None) -> str | None:
+    """HEAD of the git checkout holding the catalog, `+dirty` when the catalog has local changes.
+
+    Read-only git (`--no-optional-locks`: not even the index is refreshed); None outside git.
+    """
+    if catalog is None:
+        return None
+    base = ["git", "--no-optional-locks", "-C", str(catalog)]
+    try:
+        head = subprocess.run([*base, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run([*base, "status", "--porcelain", "--", "."], capture_output=True, text=True,
+                               timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+def _batches(rows: list, size: int) -> Iterable[list]:
+    for i in range(0, len(rows), size):
+        yield rows[i:i + size]
+
+
+def _written(result) -> int:
+    record = result.single()
+    return int(record[0]) if record is not None else 0
+
+
+def check_foreign(session) -> tuple[int, list]:
+    rec = session.run(query("load_foreign")).single()
+    return int(rec["foreign"]), rec["sample_labels"]
+
+
+def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool = False,
+         manifest_hash: str | None = None, catalog: Path | None = None, loaded_by: str = "gpustack compile",
+         batch_size: int = BATCH_SIZE, progress: Progress | None = None) -> dict:
+    """Replace the graph in Neo4j with `manifest`, atomically. Returns what was loaded.
+
+    Refuses (UsageError, exit 2) when the database holds nodes gpustack did not write, unless
+    `force` (then they are deleted with the old graph, in the same transaction).
+    """
+    settings = settings or Neo4jSettings.resolve()
+    t0 = time.monotonic()
+    if manifest_hash is None:
+        manifest_hash = mf.manifest_hash(mf.dumps(manifest))
+    build = {"manifest_hash": manifest_hash, "loaded_by": loaded_by,
+             "compiled_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+             "catalog_commit": catalog_commit(catalog)}
+    try:
+        p = plan(manifest, build)
+    except LoadError as exc:
+        raise UsageError(f"cannot load the manifest into Neo4j: {exc}") from None
+    drv = driver(settings)
+    try:
+        with translate(settings, "loading the graph into"):
+            with drv.session(database=settings.database) as session:
+                foreign, sample = check_foreign(session)
+                if foreign and not force:
+                    raise UsageError(
+                        f"Neo4j at {settings.where} holds {foreign} node(s) gpustack did not create "
+                        f"(labels such as {', '.join(':'.join(x) or '(none)' for x in sample)}); refusing to touch them",
+                        "point NEO4J_URI/--database at a database for gpustack, or pass --force to delete them")
+                previous = session.run(query("load_current")).single()
+                for stmt in statements("schema"):
+                    session.run(stmt).consume()
+                result = _load_tx(session, p, force, batch_size, progress)
+    except LoadError as exc:
+        raise InfrastructureError(f"loading into Neo4j at {settings.where} failed and was rolled back; "
+                                  f"the previous graph is unchanged: {exc}") from None
+    finally:
+        drv.close()
+    return {"uri": settings.uri, "database": settings.database, "manifest_hash": manifest_hash,
+            "previous_manifest_hash": previous["manifest_hash"] if previous else None,
+            "compiled_at": build["compiled_at"], "catalog_commit": build["catalog_commit"],
+            "seconds": round(time.monotonic() - t0, 3), **result}
+
+
+def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress | None) -> dict:
+    """Everything in one transaction: MERGE the new graph, sweep the old one, check, commit."""
+    load = p.load
+    tx = session.begin_transaction()
+    try:
+        removed_foreign = 0
+        if force:
+            removed_foreign = _written(tx.run(query("load_sweep_foreign")))
+
+        def run(step: str, text: str, rows: list, key: str = "rows") -> None:
+            done = 0
+            for batch in _batches(rows, batch_size):
+                n = _written(tx.run(text, {key: batch, "load": load}))
+                if n != len(batch):
+                    raise LoadError(f"{step}: wrote {n} of {len(batch)} rows (a node it needs is missing)")
+                done += len(batch)
+                if progress:
+                    progress(step, done, len(rows))
+
+        for label, rows in p.nodes:
+            text = query("load_variables") if label == "Variable" else render("load_nodes", label=label)
+            run(label, text, rows)
+        for kind, rows in p.relations:
+            run(f"Relation:{kind}", render("load_relations", kind=kind), rows)
+        for node, label, names in p.labels:
+            run(f"{node}:{label}", render("load_label", node=node, label=label), names, key="names")
+        for rel_type, src, dst, rows in p.edges:
+            run(f"({src})-[:{rel_type}]->({dst})", render("load_edges", type=rel_type, **{"from": src, "to": dst}),
+                rows)
+        removed_nodes = _written(tx.run(query("load_sweep_nodes"), load=load))
+        removed_edges = _written(tx.run(query("load_sweep_edges"), load=load))
+        n = _written(tx.run(query("load_build"), props=p.build))
+        if n != 1:
+            raise LoadError("the Build node was not written")
+        if progress:
+            progress("sweep", 1, 1)
+        counts = tx.run(query("load_counts"), load=load).single()
+        if counts["ours"] != p.node_count or counts["nodes"] != p.node_count:
+            raise LoadError(f"expected {p.node_count} nodes after the load, found {counts['nodes']} "
+                            f"({counts['ours']} from this compile)")
+        if counts["relationships"] != p.edge_count:
+            raise LoadError(f"expected {p.edge_count} relationships after the load, found {counts['relationships']}")
+        tx.commit()
+    except BaseException:
+        if not tx.closed():
+            try:
+                tx.rollback()
+            except Exception:  # noqa: BLE001 - the server rolls back on its own when the connection goes
+                pass
+        raise
+    return {"nodes": counts["nodes"], "relationships": counts["relationships"], "load": load,
+            "removed_nodes": removed_nodes, "removed_relationships": removed_edges,
+            "removed_foreign": removed_foreign}

@@ -1,0 +1,1 @@
+MATCH (c:Constant {name: $name}) RETURN c.record AS record

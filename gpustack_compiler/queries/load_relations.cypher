@@ -1,0 +1,8 @@
+// One batch of relations of one kind: the kind is a label as well (from an allowlist), and a
+// relation whose kind changed since the last compile loses its old kind label.
+UNWIND $rows AS row
+MERGE (r:Relation {name: row.name})
+SET r = row.props
+REMOVE r:Identity:Variant:Approximation:Constraint:Piecewise:Iterative:Differential:Stochastic
+SET r:__KIND__
+RETURN count(r) AS written

@@ -1,0 +1,1 @@
+MATCH (r:Relation {name: $name}) RETURN r.record AS record

@@ -1,0 +1,1 @@
+MATCH (v:Variable {name: $name}) RETURN v.record AS record
