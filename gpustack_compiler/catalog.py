@@ -76,9 +76,10 @@ class RelEntry:
 
     @property
     def inputs(self) -> tuple[str, ...]:
-        """Names that feed the relation; an iterative relation's own unknown is not an input."""
+        """Names that feed the relation; the unknown of an iterative or differential relation (a fixed
+        point, an ODE's state) is not an input of its own definition."""
         names = self.names
-        if self.kind == "iterative":
+        if self.kind in ("iterative", "differential"):
             names.discard(self.output)
         return tuple(sorted(names))
 

@@ -120,16 +120,34 @@ def check(ctx: typer.Context,
 
 
 @app.command("compile")
-def compile_(ctx: typer.Context, as_json: bool = JsonOpt) -> None:
+def compile_(ctx: typer.Context, as_json: bool = JsonOpt,
+             neo4j: bool = typer.Option(False, "--neo4j", help="Also load the graph into Neo4j, replacing the "
+                                        "previous one as a unit (NEO4J_URI etc., or the options below)."),
+             uri: str = typer.Option(None, "--uri", help="Neo4j URI (default $NEO4J_URI, else bolt://127.0.0.1:7687)."),
+             user: str = typer.Option(None, "--user", help="Neo4j user (default $NEO4J_USER, else neo4j)."),
+             password: str = typer.Option(None, "--password", help="Neo4j password (default $NEO4J_PASSWORD; "
+                                          "none: no authentication)."),
+             database: str = typer.Option(None, "--database", help="Neo4j database (default $NEO4J_DATABASE, "
+                                          "else the server's default)."),
+             force: bool = typer.Option(False, "--force", help="Load even into a database holding nodes gpustack "
+                                        "did not create (they are deleted).")) -> None:
     """Check the catalog and write build/manifest.json (the embedded default; no server needed)."""
+    from .neo4j_cli import load_manifest, reject_stray_options
+
+    reject_stray_options(neo4j, uri, user, password, database, force)
     s = settings(ctx)
     result = compile_or_fail(s, write=True)
     path = s.build / "manifest.json"
     st = result.manifest["stats"]
     data = {"manifest": str(path), "catalog_hash": result.catalog_hash, "cached": result.cached,
             "variables": st["variables"], "relations": st["relations"], "warnings": len(result.findings.warnings)}
-    out(data, f"wrote {path} ({st['variables']} variables, {st['relations']} relations, "
-              f"{len(result.findings.warnings)} warnings; catalog {result.catalog_hash[:12]})", as_json)
+    text = (f"wrote {path} ({st['variables']} variables, {st['relations']} relations, "
+            f"{len(result.findings.warnings)} warnings; catalog {result.catalog_hash[:12]})")
+    if neo4j:
+        data["neo4j"], loaded = load_manifest(result.manifest, path, s.catalog, uri, user, password, database,
+                                              bool(force))
+        text += "\n" + loaded
+    out(data, text, as_json)
 
 
 @app.command()
@@ -340,3 +358,10 @@ def root_debt(ctx: typer.Context,
         lines = [f"{'weight':>7}  root  [category, family]"]
         lines += [f"{r.weight:>7}  {r.name}  [{r.category}, {r.family}]" for r in rows[:limit]]
     out(data[:limit], "\n".join(lines), as_json)
+
+
+# ---- the local Neo4j server (gpustack_compiler/neo4j_cli.py) ---------------------------------
+
+from .neo4j_cli import neo4j_app  # noqa: E402  (mounted last: it needs nothing from this module)
+
+app.add_typer(neo4j_app, name="neo4j")

@@ -199,6 +199,7 @@ def build_manifest(cat: Catalog, graph: CatalogGraph, catalog_hash: str, cache: 
             "base_dimensions": [{"name": n, "unit": u} for n, u in zip(units.dimension_names, units.base_symbols)],
             "units": {sym: {"scale": u.scale, "dimension": units.dim_as_dict(u.dim)}
                       for sym, u in sorted(units.units.items())},
+            "ambiguous": dict(sorted(units.ambiguous.items())),
         },
         "systems": {n: s.model_dump() for n, s in sorted(cat.systems.items())},
         "headline_targets": list(cat.headline_targets),

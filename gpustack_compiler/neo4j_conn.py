@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from .errors import InfrastructureError
+from .errors import InfrastructureError, UsageError
 
 DEFAULT_URI = "bolt://127.0.0.1:7687"
 DEFAULT_USER = "neo4j"
+SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 CONNECT_TIMEOUT = 4.0  # seconds; connect + acquire stay well under the 10 s promised to users
 
 # The driver logs (connection failures, server notifications) through `logging`; without a handler
@@ -65,13 +66,16 @@ def driver(settings: Neo4jSettings):
     import neo4j
 
     auth = (settings.user, settings.password) if settings.password is not None else None
+    scheme = settings.uri.split("://", 1)[0].lower() if "://" in settings.uri else ""
+    if scheme not in SCHEMES:
+        raise UsageError(f"bad Neo4j URI {settings.uri!r}", "use bolt://HOST:PORT or neo4j://HOST:PORT")
     try:
         return neo4j.GraphDatabase.driver(
             settings.uri, auth=auth, connection_timeout=CONNECT_TIMEOUT, connection_acquisition_timeout=
             CONNECT_TIMEOUT * 2, max_connection_lifetime=3600, notifications_min_severity="OFF",
             user_agent="gpustack")
     except (ValueError, neo4j.exceptions.ConfigurationError) as exc:
-        raise InfrastructureError(f"bad Neo4j URI {settings.uri!r}: {exc}",
+        raise UsageError(f"bad Neo4j URI {settings.uri!r}: {exc}",
                                   "use bolt://HOST:PORT or neo4j://HOST:PORT") from None
 
 
@@ -91,7 +95,7 @@ def translate(settings: Neo4jSettings, doing: str = "talking to") -> Iterator[No
             f"Neo4j at {settings.uri} rejected user `{settings.user}`: wrong user name or password "
             f"({_short(exc)})", "check NEO4J_USER / NEO4J_PASSWORD") from None
     except (ne.ServiceUnavailable, ne.SessionExpired, OSError) as exc:
-        raise InfrastructureError(f"cannot reach Neo4j at {settings.uri} ({_short(exc)})",
+        raise InfrastructureError(f"cannot reach Neo4j at {settings.uri}: {_reason(exc)}",
                                   "start it with `gpustack neo4j start` or set NEO4J_URI") from None
     except ne.ClientError as exc:
         if exc.code and "DatabaseNotFound" in exc.code:
@@ -103,6 +107,17 @@ def translate(settings: Neo4jSettings, doing: str = "talking to") -> Iterator[No
         raise InfrastructureError(f"Neo4j at {settings.where} failed while {doing} it: {_short(exc)}") from None
     except ne.DriverError as exc:
         raise InfrastructureError(f"Neo4j driver error for {settings.uri}: {_short(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """The useful end of a connection failure (`connection refused`, `timed out`, ...)."""
+    text = _short(exc)
+    m = re.search(r"\[Errno -?\d+\] ([^)\]]+)", text) or re.search(r"\(reason ([^)]+)\)", text)
+    if m:
+        return m.group(1).strip().lower()
+    if "timed out" in text.lower():
+        return "timed out"
+    return text
 
 
 def _short(exc: BaseException) -> str:

@@ -85,6 +85,17 @@ class UnitSystem:
         self.none = Dim(tuple(Fraction(0) for _ in range(n)))
         self._cache: dict[str, Unit] = {}
 
+    @classmethod
+    def from_manifest(cls, table: dict) -> "UnitSystem":
+        """Rebuild from a manifest's `units` section (scales and dimensions already resolved)."""
+        system = cls([(d["name"], d["unit"]) for d in table["base_dimensions"]])
+        names = system.dimension_names
+        for symbol, u in table["units"].items():
+            exps = tuple(Fraction(u["dimension"].get(n, "0")) for n in names)
+            system.units[symbol] = Unit(u["scale"], Dim(exps))
+        system.ambiguous.update(table.get("ambiguous", {}))
+        return system
+
     def define(self, symbol: str, definition: str) -> None:
         if not symbol.isidentifier():
             raise UnitError(f"unit symbol {symbol!r} is not an identifier")

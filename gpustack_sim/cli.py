@@ -11,6 +11,8 @@ import typer
 from gpustack_compiler.cli import app
 from gpustack_compiler.errors import EXIT_INFRA, GpustackError
 
+from . import commands  # noqa: F401  (registers the engine's commands on the app)
+
 
 def main() -> None:
     try:

@@ -1,0 +1,428 @@
+"""Resolve a target through the catalog: one selected defining relation per variable, evaluated in
+dependency order, only as far as needed, with a trace. Missing roots are never filled in: the value
+stays symbolic in them. Values are carried in coherent base units and shown in declared units.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import sympy
+
+from gpustack_compiler.errors import UsageError
+from gpustack_compiler.expressions import SympyBuilder, parse
+from gpustack_compiler.source import GraphSource
+from gpustack_compiler.symbolic import symbol_for
+from gpustack_compiler.units import UnitSystem
+
+from .scenario import Scenario
+
+EXACT_KINDS = ("identity", "piecewise", "iterative", "differential", "stochastic")
+RK4_STEPS = 1000
+
+
+class ResolveError(UsageError):
+    """The scenario cannot be resolved as asked (ambiguous or unknown selection)."""
+
+
+@dataclass
+class Step:
+    variable: str
+    relation: str | None
+    kind: str
+    variant: str | None
+    inputs: dict[str, float | str]
+    value: float | str
+    units: str
+    note: str | None = None
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Check:
+    name: str
+    kind: str  # constraint, bounds, assumption, validity
+    status: str  # satisfied, violated, undetermined
+    detail: str
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Resolution:
+    target: str
+    value: float | None
+    expression: str | None  # when symbolic
+    units: str
+    trace: list[Step] = field(default_factory=list)
+    missing: dict[str, dict] = field(default_factory=dict)  # root -> {family, category}
+    checks: list[Check] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)
+    solved: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def violated(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "violated"]
+
+    def missing_by_family(self) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for name, meta in sorted(self.missing.items()):
+            fam = out.setdefault(meta.get("family") or "(undeclared)",
+                                 {"category": meta.get("category"), "roots": []})
+            fam["roots"].append(name)
+        return out
+
+    def as_dict(self) -> dict:
+        return {
+            "target": self.target, "value": self.value, "expression": self.expression, "units": self.units,
+            "missing": sorted(self.missing), "missing_by_family": self.missing_by_family(),
+            "trace": [s.as_dict() for s in self.trace], "checks": [c.as_dict() for c in self.checks],
+            "fallbacks": self.fallbacks, "solved": self.solved,
+        }
+
+
+class Resolver:
+    """Holds parsed relations between calls, so repeated resolutions are fast."""
+
+    def __init__(self, source: GraphSource, units: UnitSystem):
+        self.source = source
+        self.units = units
+        self._symbols: dict[str, sympy.Symbol] = {}
+        self._exprs: dict[tuple[str, str], sympy.Basic] = {}
+        self._subgraphs: dict[str, dict] = {}
+
+    # ---- sympy helpers -----------------------------------------------------------------------
+    def _sym(self, name: str) -> sympy.Symbol:
+        s = self._symbols.get(name)
+        if s is None:
+            meta = self.source.variable(name) or {}
+            assumptions = tuple(meta.get("assumptions", ())) if meta else ("positive",)
+            s = self._symbols[name] = symbol_for(name, assumptions)
+        return s
+
+    def _expr(self, rel: dict, label: str) -> sympy.Basic:
+        key = (rel["name"], label)
+        e = self._exprs.get(key)
+        if e is None:
+            builder = SympyBuilder(self._sym, lambda u: self.units.parse(u).scale)
+            e = self._exprs[key] = builder.build(parse(rel["parts"][label]))
+        return e
+
+    # ---- selection ---------------------------------------------------------------------------
+    def select(self, var: str, defs: list[dict], variants: dict[str, str], skip: set[str]) -> dict | None:
+        defs = [d for d in defs if d["name"] not in skip]
+        if not defs:
+            return None
+        exact = [d for d in defs if d["kind"] in EXACT_KINDS]
+        if len(exact) == 1:
+            return exact[0]
+        if len(exact) > 1:
+            raise ResolveError(f"`{var}` has several exact definitions: {', '.join(d['name'] for d in exact)}")
+        chosen = variants.get(var)
+        if chosen is not None:
+            for d in defs:
+                if d.get("variant") == chosen or d["name"] == chosen:
+                    return d
+            keys = sorted(d["variant"] for d in defs if d["kind"] == "variant")
+            raise ResolveError(f"`{var}` has no variant `{chosen}`", f"choices: {', '.join(keys) or 'none'}")
+        vdefs = [d for d in defs if d["kind"] == "variant"]
+        if vdefs:
+            keys = ", ".join(sorted(d["variant"] for d in vdefs))
+            raise ResolveError(f"`{var}` needs a variant selection", f"--variant {var}=KEY with KEY one of: {keys}")
+        approx = [d for d in defs if d["kind"] == "approximation"]
+        if len(approx) == 1:
+            return approx[0]
+        raise ResolveError(f"`{var}` is ambiguous: {', '.join(d['name'] for d in approx)}",
+                           f"--variant {var}=RELATION_NAME")
+
+    # ---- resolution --------------------------------------------------------------------------
+    def resolve(self, target: str, scenario: Scenario, fallback_on_invalid: bool = False,
+                solve: bool = False) -> Resolution:
+        meta = self.source.variable(target)
+        if meta is None:
+            raise UsageError(f"unknown variable `{target}`")
+        sub = self._subgraphs.get(target)
+        if sub is None:
+            sub = self._subgraphs[target] = self.source.subgraph(target)
+        run = _Run(self, sub, scenario, fallback_on_invalid)
+        value = run.value_of(target)
+        if solve and run.missing:
+            run.solve_missing()
+            value = run.value_of(target)
+        run.check_constraints()
+        solved = {k: v / self.source.variable(k)["scale"] for k, v in run.solved.items()}
+        res = Resolution(target, None, None, meta["units"], run.trace, run.missing_meta(), run.checks,
+                         run.fallbacks, solved)
+        if isinstance(value, float):
+            res.value = value / meta["scale"]
+        else:
+            res.expression = str(value)
+        return res
+
+
+class _Run:
+    """One resolution: values in base units (floats) or sympy expressions in missing roots."""
+
+    def __init__(self, resolver: Resolver, sub: dict, scenario: Scenario, fallback: bool):
+        self.r = resolver
+        self.sub = sub
+        self.scenario = scenario
+        self.fallback = fallback
+        self.values: dict[str, float | sympy.Basic] = {}
+        self.trace: list[Step] = []
+        self.checks: list[Check] = []
+        self.fallbacks: list[str] = []
+        self.missing: set[str] = set()
+        self.solved: dict[str, float] = {}
+        self.defs: dict[str, list[dict]] = {}
+        for rel in sub["relations"].values():
+            if rel["kind"] != "constraint":
+                self.defs.setdefault(rel["defines"], []).append(rel)
+
+    def var_meta(self, name: str) -> dict:
+        return self.sub["variables"].get(name) or self.r.source.variable(name)
+
+    def value_of(self, name: str):
+        if name in self.values:
+            return self.values[name]
+        if name in self.sub["constants"]:
+            const = self.sub["constants"][name]
+            self.values[name] = float(const["si_value"])
+            return self.values[name]
+        if name in self.solved:
+            return self._record(name, None, "solved", None, {}, self.solved[name], "solved with --solve")
+        if name in self.scenario.assignments:
+            a = self.scenario.assignments[name]
+            return self._record(name, None, "assigned", None, {}, a.value, f"{a.given} from {a.origin}")
+        rel = self.r.select(name, self.defs.get(name, []), self.scenario.variants, set())
+        if rel is None:
+            self.missing.add(name)
+            self.values[name] = self.r._sym(name)
+            return self.values[name]
+        value, inputs, note = self.evaluate(rel)
+        if rel["kind"] == "approximation":
+            status = self.validity(rel, inputs)
+            if status == "violated" and self.fallback:
+                alt = self.alternative(name, rel)
+                if alt is not None:
+                    self.fallbacks.append(f"{name}: {rel['name']} -> {alt['name']}")
+                    value, inputs, note = self.evaluate(alt)
+                    note = f"fallback from {rel['name']} (validity violated)"
+                    rel = alt
+        return self._record(name, rel["name"], rel["kind"], rel.get("variant"), inputs, value, note)
+
+    def _record(self, name, rel, kind, variant, inputs, value, note):
+        meta = self.var_meta(name)
+        self.values[name] = value
+        shown = {k: _show(v, self.scale(k)) for k, v in inputs.items()}
+        self.trace.append(Step(name, rel, kind, variant, shown, _show(value, meta["scale"]), meta["units"], note))
+        self.check_domain(name, value)
+        return value
+
+    def scale(self, name: str) -> float:
+        if name in self.sub["constants"]:
+            return self.sub["constants"][name]["scale"]
+        return self.var_meta(name)["scale"]
+
+    def alternative(self, name: str, failed: dict) -> dict | None:
+        for rel in sorted(self.defs.get(name, []), key=lambda r: r["name"]):
+            if rel["name"] == failed["name"]:
+                continue
+            if rel["kind"] != "approximation" or self.validity(rel, {}, record=False) != "violated":
+                return rel
+        return None
+
+    # ---- evaluation --------------------------------------------------------------------------
+    def substitutions(self, names) -> dict:
+        return {self.r._sym(n): self.value_of(n) for n in names}
+
+    def evaluate(self, rel: dict):
+        kind = rel["kind"]
+        inputs = {n: self.value_of(n) for n in rel["inputs"]}
+        subs = {self.r._sym(n): v for n, v in inputs.items()}
+        note = None
+        if kind == "piecewise":
+            value = self.piecewise(rel, subs)
+        elif kind == "stochastic":
+            p = {k.split(".", 1)[1]: _num(self.r._expr(rel, k).xreplace(_sympify(subs))) for k in rel["parts"]}
+            value = _distribution_mean(rel["distribution"], p)
+        elif kind == "iterative":
+            value, note = self.iterate(rel, subs)
+        elif kind == "differential":
+            value, note = self.integrate(rel, subs)
+        else:
+            value = _num(self.r._expr(rel, "expression").xreplace(_sympify(subs)))
+        return value, inputs, note
+
+    def piecewise(self, rel: dict, subs: dict):
+        pieces = []
+        for i, piece in enumerate(rel["pieces"]):
+            cond = self.r._expr(rel, f"pieces[{i}].when") if piece["when"] is not None else sympy.true
+            pieces.append((self.r._expr(rel, f"pieces[{i}].expression"), cond))
+        if pieces[-1][1] is not sympy.true:
+            pieces.append((sympy.nan, sympy.true))
+        return _num(sympy.Piecewise(*pieces).xreplace(_sympify(subs)))
+
+    def iterate(self, rel: dict, subs: dict):
+        own = self.r._sym(rel["defines"])
+        f = self.r._expr(rel, "expression").xreplace(_sympify(subs))
+        x = _num(self.r._expr(rel, "initial").xreplace(_sympify(subs)))
+        if not isinstance(x, float) or f.free_symbols - {own}:
+            return own, "iterative relation left symbolic: its inputs are not all known"
+        tol, limit = rel.get("tolerance", 1e-9), rel.get("max_iterations", 200)
+        fn = sympy.lambdify(own, f, modules="math")
+        for i in range(1, limit + 1):
+            nxt = float(fn(x))
+            if not math.isfinite(nxt):
+                raise ResolveError(f"{rel['name']}: the fixed-point iteration diverged at step {i}")
+            if abs(nxt - x) <= tol * max(abs(nxt), 1e-300):
+                return nxt, f"fixed point after {i} iterations"
+            x = nxt
+        raise ResolveError(f"{rel['name']}: no fixed point within {limit} iterations (last {x:g})")
+
+    def integrate(self, rel: dict, subs: dict):
+        """Classical RK4 from `start` to the value of `with_respect_to`."""
+        y_sym, t_sym = self.r._sym(rel["defines"]), self.r._sym(rel["with_respect_to"])
+        rhs = self.r._expr(rel, "expression").xreplace(_sympify({k: v for k, v in subs.items() if k != t_sym}))
+        y = _num(self.r._expr(rel, "initial").xreplace(_sympify(subs)))
+        t0 = _num(self.r._expr(rel, "start").xreplace(_sympify(subs)))
+        t1 = subs.get(t_sym)
+        if not all(isinstance(v, float) for v in (y, t0, t1)) or rhs.free_symbols - {y_sym, t_sym}:
+            return y_sym, "differential relation left symbolic: its inputs are not all known"
+        f = sympy.lambdify((t_sym, y_sym), rhs, modules="math")
+        h = (t1 - t0) / RK4_STEPS
+        t = t0
+        for _ in range(RK4_STEPS):
+            k1 = f(t, y)
+            k2 = f(t + h / 2, y + h * k1 / 2)
+            k3 = f(t + h / 2, y + h * k2 / 2)
+            k4 = f(t + h, y + h * k3)
+            y += h * (k1 + 2 * k2 + 2 * k3 + k4) / 6
+            t += h
+        return float(y), f"RK4, {RK4_STEPS} steps"
+
+    # ---- checks ------------------------------------------------------------------------------
+    def validity(self, rel: dict, inputs: dict, record: bool = True) -> str:
+        cond = self.r._expr(rel, "validity")
+        names = [s.name for s in cond.free_symbols]
+        status = _truth(cond.xreplace(_sympify(self.substitutions(names))))
+        if record:
+            self.checks.append(Check(rel["name"], "validity", status, rel["parts"]["validity"]))
+        return status
+
+    def check_domain(self, name: str, value) -> None:
+        if not isinstance(value, float):
+            return
+        meta = self.var_meta(name)
+        shown = value / meta["scale"]
+        for a in meta.get("assumptions", ()):
+            ok = {"positive": value > 0, "nonnegative": value >= 0, "negative": value < 0,
+                  "nonpositive": value <= 0, "nonzero": value != 0, "real": math.isfinite(value),
+                  "integer": abs(shown - round(shown)) <= 1e-9 * max(1.0, abs(shown))}[a]
+            if not ok:
+                self.checks.append(Check(name, "assumption", "violated", f"{a}, but the value is {shown:g}"))
+        bounds = meta.get("bounds") or {}
+        lo, hi = bounds.get("min"), bounds.get("max")
+        if (lo is not None and shown < lo) or (hi is not None and shown > hi):
+            self.checks.append(Check(name, "bounds", "violated",
+                                     f"{shown:g} {meta['units']} outside [{lo}, {hi}]"))
+        elif lo is not None or hi is not None:
+            self.checks.append(Check(name, "bounds", "satisfied", f"{shown:g} {meta['units']} within [{lo}, {hi}]"))
+
+    def check_constraints(self) -> None:
+        touched = set(self.values)
+        for name, rel in sorted(self.sub["relations"].items()):
+            if rel["kind"] != "constraint" or not set(rel["constrains"]) & touched:
+                continue
+            expr = self.r._expr(rel, "expression")
+            subs = {s: self.values[s.name] for s in expr.free_symbols if s.name in self.values}
+            consts = {s: float(self.sub["constants"][s.name]["si_value"]) for s in expr.free_symbols
+                      if s.name in self.sub["constants"]}
+            status = _truth(expr.xreplace(_sympify({**subs, **consts})))
+            self.checks.append(Check(name, "constraint", status, rel["parts"]["expression"]))
+
+    def missing_meta(self) -> dict[str, dict]:
+        out = {}
+        for name in sorted(self.missing):
+            if name in self.solved:
+                continue
+            root = self.var_meta(name).get("root") or {}
+            out[name] = {"family": root.get("family"), "category": root.get("category")}
+        return out
+
+    # ---- --solve -----------------------------------------------------------------------------
+    def solve_missing(self) -> None:
+        """Assigned variables' own definitions become equations for missing roots; small groups with a
+        unique real solution consistent with the assumptions are solved together."""
+        equations, unknowns = [], set()
+        for name, assigned in self.scenario.assignments.items():
+            for rel in self.defs.get(name, []):
+                if rel["kind"] not in ("identity", "variant") or (
+                        rel["kind"] == "variant" and self.scenario.variants.get(name) != rel.get("variant")):
+                    continue
+                rhs = self.r._expr(rel, "expression")
+                subs = {}
+                for s in rhs.free_symbols:
+                    if s.name in self.sub["constants"] or s.name in self.sub["variables"]:
+                        subs[s] = self.value_of(s.name)
+                eq = (rhs.xreplace(_sympify(subs)) - assigned.value)
+                free = {s.name for s in eq.free_symbols}
+                if free and free <= self.missing:
+                    equations.append(eq)
+                    unknowns |= free
+        if not equations or len(unknowns) > 4 or len(equations) < len(unknowns):
+            return
+        symbols = [self.r._sym(n) for n in sorted(unknowns)]
+        solutions = sympy.solve(equations, symbols, dict=True)
+        real = [s for s in solutions if all(v.is_real is not False and v.is_number for v in s.values())]
+        if len(real) != 1:
+            return
+        for sym, val in real[0].items():
+            self.solved[sym.name] = float(val)
+        self.values.clear()
+        self.trace.clear()
+        self.checks.clear()
+        self.missing.clear()
+
+
+def _sympify(subs: dict) -> dict:
+    return {k: (sympy.Float(v, 17) if isinstance(v, float) else v) for k, v in subs.items()}
+
+
+def _num(expr):
+    """A float when the expression is a real number, else the (symbolic) expression."""
+    if isinstance(expr, float):
+        return expr
+    if expr.is_number:
+        v = complex(expr.evalf(17))
+        if abs(v.imag) > 1e-12 * max(1.0, abs(v.real)):
+            raise ResolveError(f"a relation evaluated to a complex number ({v})")
+        return float(v.real)
+    return expr
+
+
+def _truth(expr) -> str:
+    if expr is sympy.true or expr is True:
+        return "satisfied"
+    if expr is sympy.false or expr is False:
+        return "violated"
+    return "undetermined"
+
+
+def _distribution_mean(dist: str, p: dict):
+    if dist == "normal":
+        return p["mean"]
+    if dist == "lognormal":
+        return p["median"] * (math.exp(p["sigma"] ** 2 / 2) if isinstance(p["sigma"], float)
+                              else sympy.exp(p["sigma"] ** 2 / 2))
+    if dist == "uniform":
+        return (p["low"] + p["high"]) / 2
+    return 1 / p["rate"]
+
+
+def _show(value, scale: float):
+    return value / scale if isinstance(value, float) else str(value / scale if scale != 1 else value)

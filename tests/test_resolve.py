@@ -1,0 +1,265 @@
+"""The resolver: fixture values, traces, missing roots, units of assignments, checks, variants, and
+the relation kinds beyond identities."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpustack_compiler import pipeline
+from gpustack_compiler.source import ManifestSource
+from gpustack_compiler.units import UnitSystem
+from gpustack_sim.resolver import ResolveError, Resolver
+from gpustack_sim.scenario import ScenarioBuilder
+from helpers import CATALOG, SYSTEM_MODELINE, mini_catalog
+from test_cli import run
+
+FIXTURE = "dense_training_cost_fixture"
+EXPECTED = {
+    "training.tokens_per_sec": 6666666.67,
+    "econ.job.dc_power": 5200.0,
+    "econ.run.power_cost": 0.00078,
+    "econ.cost.per_token": 3.000078e-06,
+}
+
+
+class Engine:
+    def __init__(self, root: Path):
+        result = pipeline.run(root, None, write_manifest=False, use_cache=False)
+        assert result.manifest is not None, result.findings.render("text")
+        self.manifest = result.manifest
+        self.resolver = Resolver(ManifestSource(self.manifest), UnitSystem.from_manifest(self.manifest["units"]))
+        self.scenarios = ScenarioBuilder(self.manifest)
+
+    def resolve(self, target, presets=(), assign=(), variants=(), **kw):
+        return self.resolver.resolve(target, self.scenarios.build(list(presets), list(assign), list(variants)), **kw)
+
+
+@pytest.fixture(scope="module")
+def real() -> Engine:
+    return Engine(CATALOG)
+
+
+@pytest.mark.parametrize("target", sorted(EXPECTED))
+def test_fixture_values(real: Engine, target: str) -> None:
+    res = real.resolve(target, [FIXTURE])
+    assert res.missing == {}
+    expected = EXPECTED[target] if target != "training.tokens_per_sec" else 1e6 / 0.15
+    assert abs(res.value - expected) / expected < 1e-9
+    assert not res.violated
+
+
+def test_trace_shows_each_step(real: Engine) -> None:
+    res = real.resolve("training.tokens_per_sec", [FIXTURE])
+    steps = {s.variable: s for s in res.trace}
+    t_step = steps["training.t_step"]
+    assert t_step.relation == "training.t_step.compose" and t_step.kind == "identity"
+    assert t_step.inputs["training.t_compute"] == pytest.approx(0.125) and t_step.value == pytest.approx(0.15)
+    assert t_step.units == "s"
+    assert steps["training.flops_per_step"].variant == "dense"
+    assert steps["par.n_gpus"].kind == "assigned" and "dense_training_cost_fixture" in steps["par.n_gpus"].note
+    # evaluation order is dependency order
+    order = [s.variable for s in res.trace]
+    assert order.index("training.t_compute") < order.index("training.t_step") < order.index("training.tokens_per_sec")
+
+
+def test_assigned_variable_is_a_boundary(real: Engine) -> None:
+    res = real.resolve("training.tokens_per_sec", [FIXTURE], assign=["training.t_step=0.5 s"])
+    assert res.value == pytest.approx(2e6)
+    assert "training.t_compute" not in {s.variable for s in res.trace}
+
+
+def test_missing_roots_stay_symbolic_grouped_by_family(real: Engine) -> None:
+    fixture = real.manifest["presets"][FIXTURE]["assignments"]
+    holes = ["gpu.power.total", "econ.power.price_kwh_peak"]
+    keep = [f"{k}={v}" for k, v in fixture.items() if k not in holes]
+    res = real.resolve("econ.cost.per_token", assign=keep, variants=["training.flops_per_step=dense"])
+    assert set(res.missing) == set(holes)
+    assert res.value is None and "gpu.power.total" in res.expression
+    fams = res.missing_by_family()
+    assert fams["gpu_power"]["roots"] == ["gpu.power.total"]
+    assert fams["power_tariff"]["category"] == "scenario_boundary"
+
+
+@pytest.mark.parametrize("assignment,expected_si", [
+    ("gpu.power.total=0.5 kW", 500.0),
+    ("gpu.power.total=0.0005 MW", 500.0),
+    ("econ.power.price_kwh_peak=0.36 USD/kWh", 0.36 / 3.6e6),
+    ("econ.power.price_kwh_peak=360 USD/MWh", 0.36 / 3.6e6),
+    ("gpu.peak_flops_power_limited=989.4 TFLOP/s", 989.4e12),
+    ("training.t_exposed_comm=25 ms", 0.025),
+    ("training.t_exposed_comm=0.025", 0.025),
+])
+def test_assignment_units(real: Engine, assignment: str, expected_si: float) -> None:
+    scenario = real.scenarios.build([], [assignment], [])
+    name = assignment.split("=")[0]
+    assert scenario.assignments[name].value == pytest.approx(expected_si, rel=1e-12)
+
+
+def test_assignment_unit_errors(real: Engine) -> None:
+    from gpustack_compiler.errors import UsageError
+
+    for bad in ("gpu.power.total=3 GHz", "gpu.power.total=fast", "gpu.power.total=5 furlong", "gpu.power.totl=5 W"):
+        with pytest.raises(UsageError):
+            real.scenarios.build([], [bad], [])
+
+
+def test_variant_errors(real: Engine) -> None:
+    with pytest.raises(ResolveError, match="needs a variant selection") as exc:
+        real.resolve("training.flops_per_step")
+    assert "dense" in exc.value.hint and "moe" in exc.value.hint
+    with pytest.raises(ResolveError, match="no variant `sparse`"):
+        real.resolve("training.flops_per_step", variants=["training.flops_per_step=sparse"])
+
+
+def test_cli_resolve_and_violation_exit_code(tmp_path: Path) -> None:
+    base = ["--catalog", str(CATALOG), "--build-dir", str(tmp_path)]
+    ok = run(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE, "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["value"] == pytest.approx(3.000078e-06, rel=1e-9)
+    text = run(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE)
+    assert text.stdout.splitlines()[0] == "econ.cost.per_token = 3.000078e-06 USD/token"
+    bad = run(*base, "resolve", "training.t_step", "--preset", FIXTURE, "--assign", "training.overhead_fraction=1.5",
+              "--fail-on-violated-constraints")
+    assert bad.returncode == 1 and "violated" in bad.stdout
+    unknown = run(*base, "resolve", "econ.cost.per_tokn")
+    assert unknown.returncode == 2 and "did you mean econ.cost.per_token" in unknown.stderr
+    malformed = run(*base, "resolve", "econ.cost.per_token", "--assign", "gpu.power.total")
+    assert malformed.returncode == 2 and malformed.stderr.startswith("Error: --assign")
+
+
+def test_scenario_report(tmp_path: Path) -> None:
+    res = run("--catalog", str(CATALOG), "--build-dir", str(tmp_path), "scenario", "report", FIXTURE, "--json",
+              "--target", "pue=thermal.dc.pue", "--fail-on-issues")
+    assert res.returncode == 0, res.stderr + res.stdout
+    rep = json.loads(res.stdout)
+    assert rep["status"] == "ok" and rep["counts"]["ok"] == 5
+    pue = next(t for t in rep["targets"] if t["label"] == "pue")
+    assert pue["value"] == pytest.approx(5200 / 4400)
+
+
+# ---- relation kinds on a small catalog ----------------------------------------------------------
+
+KINDS = SYSTEM_MODELINE + """variables:
+  - {name: econ.x, units: s, description: input, references: [narayanan2021_megatron], root: {category: scenario_boundary, family: t}}
+  - {name: econ.k, units: "1", description: gain, references: [narayanan2021_megatron], root: {category: scenario_boundary, family: t}}
+  - {name: econ.pw, units: s, description: piecewise, references: [narayanan2021_megatron]}
+  - {name: econ.fixed, units: s, description: fixed point, references: [narayanan2021_megatron]}
+  - {name: econ.decay, units: s, description: ode state, references: [narayanan2021_megatron]}
+  - {name: econ.rnd, units: s, description: random, references: [narayanan2021_megatron]}
+  - {name: econ.approx, units: s, description: approximate, references: [narayanan2021_megatron]}
+relations:
+  - name: econ.pw.rule
+    kind: piecewise
+    defines: econ.pw
+    pieces:
+      - {when: "econ.x < unit('s')", expression: "2 * econ.x"}
+      - {expression: "econ.x + unit('s')"}
+    description: two regimes
+    references: [narayanan2021_megatron]
+  - name: econ.fixed.rule
+    kind: iterative
+    defines: econ.fixed
+    expression: "econ.x + econ.k * econ.fixed"
+    initial: "econ.x"
+    tolerance: 1e-12
+    max_iterations: 1000
+    description: x / (1 - k) as a fixed point
+    references: [narayanan2021_megatron]
+  - name: econ.decay.rule
+    kind: differential
+    defines: econ.decay
+    with_respect_to: econ.k
+    expression: "-econ.decay"
+    initial: "econ.x"
+    description: exponential decay in k
+    references: [narayanan2021_megatron]
+  - name: econ.rnd.rule
+    kind: stochastic
+    defines: econ.rnd
+    distribution: uniform
+    parameters: {low: "econ.x", high: "3 * econ.x"}
+    description: uniform between x and 3x
+    references: [narayanan2021_megatron]
+  - name: econ.approx.small
+    kind: approximation
+    defines: econ.approx
+    expression: "econ.x"
+    validity: "econ.k < 0.1"
+    description: valid for small k
+    references: [narayanan2021_megatron]
+  - name: econ.approx.exact
+    kind: variant
+    variant: exact
+    defines: econ.approx
+    expression: "econ.x * (1 + econ.k)"
+    description: exact
+    references: [narayanan2021_megatron]
+  - name: econ.k.small
+    kind: constraint
+    expression: "econ.k < 1"
+    description: the fixed point exists
+    references: [narayanan2021_megatron]
+"""
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory) -> Engine:
+    root = mini_catalog(tmp_path_factory.mktemp("kinds"))
+    (root / "economics" / "kinds.yaml").write_text(KINDS)
+    return Engine(root)
+
+
+def test_piecewise(kinds: Engine) -> None:
+    assert kinds.resolve("econ.pw", assign=["econ.x=0.5 s"]).value == pytest.approx(1.0)
+    assert kinds.resolve("econ.pw", assign=["econ.x=3 s"]).value == pytest.approx(4.0)
+
+
+def test_iterative_fixed_point(kinds: Engine) -> None:
+    res = kinds.resolve("econ.fixed", assign=["econ.x=2 s", "econ.k=0.5"])
+    assert res.value == pytest.approx(4.0, rel=1e-9)
+    assert "fixed point after" in res.trace[-1].note
+
+
+def test_differential_rk4(kinds: Engine) -> None:
+    import math
+
+    res = kinds.resolve("econ.decay", assign=["econ.x=2 s", "econ.k=0.7"])
+    assert res.value == pytest.approx(2 * math.exp(-0.7), rel=1e-9)
+
+
+def test_stochastic_mean(kinds: Engine) -> None:
+    assert kinds.resolve("econ.rnd", assign=["econ.x=2 s"]).value == pytest.approx(4.0)
+
+
+def test_approximation_validity_and_fallback(kinds: Engine) -> None:
+    with pytest.raises(ResolveError, match="needs a variant selection"):
+        kinds.resolve("econ.approx", assign=["econ.x=2 s", "econ.k=0.5"])
+    picked = kinds.resolve("econ.approx", assign=["econ.x=2 s", "econ.k=0.5"], variants=["econ.approx=econ.approx.small"])
+    assert picked.value == pytest.approx(2.0)
+    assert [c.status for c in picked.checks if c.kind == "validity"] == ["violated"]
+    fallen = kinds.resolve("econ.approx", assign=["econ.x=2 s", "econ.k=0.5"],
+                           variants=["econ.approx=econ.approx.small"], fallback_on_invalid=True)
+    assert fallen.value == pytest.approx(3.0)
+    assert fallen.fallbacks == ["econ.approx: econ.approx.small -> econ.approx.exact"]
+
+
+def test_constraint_states(kinds: Engine) -> None:
+    ok = kinds.resolve("econ.fixed", assign=["econ.x=2 s", "econ.k=0.5"])
+    assert [(c.name, c.status) for c in ok.checks if c.kind == "constraint"] == [("econ.k.small", "satisfied")]
+    sym = kinds.resolve("econ.pw", assign=["econ.x=3 s"])
+    assert not [c for c in sym.checks if c.kind == "constraint"]  # econ.k is not in this cone
+
+
+def test_solve_for_a_missing_root(real: Engine) -> None:
+    fixture = real.manifest["presets"][FIXTURE]["assignments"]
+    keep = [f"{k}={v}" for k, v in fixture.items() if k != "training.t_exposed_comm"]
+    args = dict(assign=keep + ["training.t_step=0.2 s"], variants=["training.flops_per_step=dense"])
+    unsolved = real.resolve("training.tokens_per_sec", **args)
+    assert unsolved.value == pytest.approx(5e6)  # t_step assigned: a boundary
+    res = real.resolve("econ.cost.per_token", **args, solve=False)
+    solved = real.resolve("training.t_compute", **args, solve=True)
+    assert solved.value == pytest.approx(0.125)
+    assert res.value == pytest.approx((20 * 2.0 + 5200 * 2.0 / 3.6e6 * 0.36) / 1e7)
