@@ -153,10 +153,10 @@ class _Loader:
                 return model.validate_python(data)
             return model.model_validate(data)
         except ValidationError as exc:
-            for err in exc.errors(include_url=False):
+            for err in _one_branch(exc.errors(include_url=False), data):
                 loc = tuple(err["loc"])
                 line = line_at(data, loc)
-                path = ".".join(str(p) for p in prefix + loc if p not in m.RELATION_KINDS)
+                path = ".".join(str(p) for p in prefix + loc if not _is_branch(p))
                 if err["type"] == "extra_forbidden":
                     fid, msg = "schema.unknown-key", f"unknown key `{loc[-1]}`"
                 elif err["type"] == "missing":
@@ -387,6 +387,36 @@ class _Loader:
         b = spec.bounds
         if b and b.min is not None and b.max is not None and b.min > b.max:
             self.f.add(rel, raw.line_of("bounds"), "variable.bounds", f"`{spec.name}` has min > max")
+
+
+def _is_branch(part) -> bool:
+    """A location segment naming a union member (`Quantity`, `float`, a relation kind), not data."""
+    return isinstance(part, str) and (part in m.RELATION_KINDS or part in ("float", "str", "int")
+                                      or part[:1].isupper())
+
+
+def _one_branch(errors: list[dict], data) -> list[dict]:
+    """pydantic reports a failed union once per member; keep the member that fits the input's shape
+    (a mapping for a model member, a scalar otherwise), so one mistake is one finding."""
+    groups: dict[tuple, list[dict]] = {}
+    for err in errors:
+        base = tuple(p for p in err["loc"] if not _is_branch(p))
+        groups.setdefault(base, []).append(err)
+    out = []
+    for base, errs in groups.items():
+        branches = {next((p for p in e["loc"] if _is_branch(p)), None) for e in errs}
+        if len(branches) <= 1:
+            out.extend(errs)
+            continue
+        node = data
+        for p in base:
+            node = node.get(p) if isinstance(node, dict) else (node[p] if isinstance(node, list) and
+                                                                isinstance(p, int) and p < len(node) else None)
+        model_branch = isinstance(node, dict)
+        keep = [e for e in errs if any(_is_branch(p) and (p[:1].isupper() or p in m.RELATION_KINDS) == model_branch
+                                       for p in e["loc"])]
+        out.extend(keep or errs[:1])
+    return out
 
 
 def load_catalog(root: Path) -> Catalog:

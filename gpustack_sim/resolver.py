@@ -155,7 +155,10 @@ class Resolver:
             value = run.value_of(target)
         run.check_constraints()
         solved = {k: v / self.source.variable(k)["scale"] for k, v in run.solved.items()}
-        res = Resolution(target, None, None, meta["units"], run.trace, run.missing_meta(), run.checks,
+        # Missing means the value is still symbolic in it: a root that cancels out is not missing.
+        depends = set() if isinstance(value, float) else {s.name for s in value.free_symbols}
+        missing = {k: v for k, v in run.missing_meta().items() if k in depends}
+        res = Resolution(target, None, None, meta["units"], run.trace, missing, run.checks,
                          run.fallbacks, solved)
         if isinstance(value, float):
             res.value = value / meta["scale"]
