@@ -12,6 +12,7 @@ from gpustack_compiler.units import UnitSystem
 
 from .resolver import Resolution, ResolveError, Resolver
 from .scenario import Scenario, ScenarioBuilder
+from .uncertainty import MonteCarlo, parse_spec
 
 presets_app = typer.Typer(no_args_is_help=True, help="Named scenarios shipped in catalog/presets.")
 scenario_app = typer.Typer(no_args_is_help=True, help="Resolve a preset's advertised targets and report.")
@@ -56,6 +57,10 @@ def resolve(ctx: typer.Context, target: str,
             fallback: bool = typer.Option(False, "--fallback-on-invalid",
                                           help="Use another definition when an approximation's validity fails."),
             solve: bool = typer.Option(False, "--solve", help="Solve small groups of equations for missing roots."),
+            sample: list[str] = typer.Option([], "--sample", help="NAME~normal(mu, sd) | lognormal(median, sigma) "
+                                             "| uniform(low, high): Monte Carlo over this root."),
+            samples: int = typer.Option(10000, "--samples", help="Monte Carlo sample count."),
+            seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
             as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Resolve TARGET from presets and assignments, with trace, missing roots and checks."""
     engine = Engine(ctx, neo4j)
@@ -64,6 +69,14 @@ def resolve(ctx: typer.Context, target: str,
     res = engine.resolver.resolve(target, scenario, fallback_on_invalid=fallback, solve=solve)
     data = {**res.as_dict(), "presets": scenario.presets}
     lines = [f"{target} = {fmt(res.value, res.expression, res.units)}"]
+    if sample:
+        dists = [parse_spec(s, engine.scenarios) for s in sample]
+        summary = MonteCarlo(engine.resolver).run(target, scenario, dists, samples, seed)
+        data["uncertainty"] = summary.as_dict()
+        p = summary.percentiles
+        lines.append(f"  p5 {p[5]:.6g}  p50 {p[50]:.6g}  p95 {p[95]:.6g} {res.units}  (mean {summary.mean:.6g}, "
+                     f"sd {summary.sd:.3g}; {samples} samples, seed {seed})")
+        lines.extend(f"  sampled {k} ~ {v}" for k, v in summary.inputs.items())
     if res.missing:
         lines.append(f"  symbolic in {len(res.missing)} missing root(s): {', '.join(sorted(res.missing))}")
     if missing_families and res.missing:

@@ -63,6 +63,7 @@ class Resolution:
     checks: list[Check] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)
     solved: dict[str, float] = field(default_factory=dict)
+    symbolic: sympy.Basic | None = None  # the value in base units when it depends on missing roots
 
     @property
     def violated(self) -> list[Check]:
@@ -112,6 +113,12 @@ class Resolver:
             e = self._exprs[key] = builder.build(parse(rel["parts"][label]))
         return e
 
+    def _subgraph(self, target: str) -> dict:
+        sub = self._subgraphs.get(target)
+        if sub is None:
+            sub = self._subgraphs[target] = self.source.subgraph(target)
+        return sub
+
     # ---- selection ---------------------------------------------------------------------------
     def select(self, var: str, defs: list[dict], variants: dict[str, str], skip: set[str]) -> dict | None:
         defs = [d for d in defs if d["name"] not in skip]
@@ -145,32 +152,40 @@ class Resolver:
         meta = self.source.variable(target)
         if meta is None:
             raise UsageError(f"unknown variable `{target}`")
-        sub = self._subgraphs.get(target)
-        if sub is None:
-            sub = self._subgraphs[target] = self.source.subgraph(target)
+        sub = self._subgraph(target)
         run = _Run(self, sub, scenario, fallback_on_invalid)
         value = run.value_of(target)
         if solve and run.missing:
-            run.solve_missing()
-            value = run.value_of(target)
+            # An equation that pins a missing root usually defines an assigned variable downstream.
+            wide = _merge([sub, *(self._subgraph(n) for n in sorted(scenario.assignments))])
+            scratch = _Run(self, wide, scenario, fallback_on_invalid)
+            scratch.value_of(target)
+            solved = scratch.solve_missing(set(run.missing))
+            if solved:
+                run = _Run(self, wide, scenario, fallback_on_invalid, solved)
+                value = run.value_of(target)
         run.check_constraints()
         solved = {k: v / self.source.variable(k)["scale"] for k, v in run.solved.items()}
         # Missing means the value is still symbolic in it: a root that cancels out is not missing.
         depends = set() if isinstance(value, float) else {s.name for s in value.free_symbols}
         missing = {k: v for k, v in run.missing_meta().items() if k in depends}
+        for name in depends & scenario.sampled:
+            missing.pop(name, None)
         res = Resolution(target, None, None, meta["units"], run.trace, missing, run.checks,
                          run.fallbacks, solved)
         if isinstance(value, float):
             res.value = value / meta["scale"]
         else:
-            res.expression = str(value)
+            res.symbolic = value
+            res.expression = str(value / meta["scale"] if meta["scale"] != 1 else value)
         return res
 
 
 class _Run:
     """One resolution: values in base units (floats) or sympy expressions in missing roots."""
 
-    def __init__(self, resolver: Resolver, sub: dict, scenario: Scenario, fallback: bool):
+    def __init__(self, resolver: Resolver, sub: dict, scenario: Scenario, fallback: bool,
+                 solved: dict[str, float] | None = None):
         self.r = resolver
         self.sub = sub
         self.scenario = scenario
@@ -180,7 +195,7 @@ class _Run:
         self.checks: list[Check] = []
         self.fallbacks: list[str] = []
         self.missing: set[str] = set()
-        self.solved: dict[str, float] = {}
+        self.solved: dict[str, float] = dict(solved or {})
         self.defs: dict[str, list[dict]] = {}
         for rel in sub["relations"].values():
             if rel["kind"] != "constraint":
@@ -198,6 +213,8 @@ class _Run:
             return self.values[name]
         if name in self.solved:
             return self._record(name, None, "solved", None, {}, self.solved[name], "solved with --solve")
+        if name in self.scenario.sampled:
+            return self._record(name, None, "sampled", None, {}, self.r._sym(name), "Monte Carlo input")
         if name in self.scenario.assignments:
             a = self.scenario.assignments[name]
             return self._record(name, None, "assigned", None, {}, a.value, f"{a.given} from {a.origin}")
@@ -245,12 +262,12 @@ class _Run:
 
     def evaluate(self, rel: dict):
         kind = rel["kind"]
+        if kind == "piecewise":
+            return self.piecewise(rel)
         inputs = {n: self.value_of(n) for n in rel["inputs"]}
         subs = {self.r._sym(n): v for n, v in inputs.items()}
         note = None
-        if kind == "piecewise":
-            value = self.piecewise(rel, subs)
-        elif kind == "stochastic":
+        if kind == "stochastic":
             p = {k.split(".", 1)[1]: _num(self.r._expr(rel, k).xreplace(_sympify(subs))) for k in rel["parts"]}
             value = _distribution_mean(rel["distribution"], p)
         elif kind == "iterative":
@@ -261,14 +278,28 @@ class _Run:
             value = _num(self.r._expr(rel, "expression").xreplace(_sympify(subs)))
         return value, inputs, note
 
-    def piecewise(self, rel: dict, subs: dict):
-        pieces = []
+    def piecewise(self, rel: dict):
+        """Conditions first, then only the branch taken: a branch not taken asks for nothing."""
+        inputs: dict[str, object] = {}
+
+        def resolved(expr):
+            for sym in expr.free_symbols:
+                if sym.name not in inputs:
+                    inputs[sym.name] = self.value_of(sym.name)
+            return expr.xreplace(_sympify({s: inputs[s.name] for s in expr.free_symbols}))
+
+        pieces, note = [], None
         for i, piece in enumerate(rel["pieces"]):
-            cond = self.r._expr(rel, f"pieces[{i}].when") if piece["when"] is not None else sympy.true
-            pieces.append((self.r._expr(rel, f"pieces[{i}].expression"), cond))
-        if pieces[-1][1] is not sympy.true:
+            cond = resolved(self.r._expr(rel, f"pieces[{i}].when")) if piece["when"] is not None else sympy.true
+            if cond is sympy.false:
+                continue
+            pieces.append((resolved(self.r._expr(rel, f"pieces[{i}].expression")), cond))
+            if cond is sympy.true:
+                note = f"piece {i + 1} of {len(rel['pieces'])}"
+                break
+        if not pieces or pieces[-1][1] is not sympy.true:
             pieces.append((sympy.nan, sympy.true))
-        return _num(sympy.Piecewise(*pieces).xreplace(_sympify(subs)))
+        return _num(sympy.Piecewise(*pieces)), inputs, note
 
     def iterate(self, rel: dict, subs: dict):
         own = self.r._sym(rel["defines"])
@@ -358,38 +389,40 @@ class _Run:
         return out
 
     # ---- --solve -----------------------------------------------------------------------------
-    def solve_missing(self) -> None:
-        """Assigned variables' own definitions become equations for missing roots; small groups with a
-        unique real solution consistent with the assumptions are solved together."""
+    def solve_missing(self, wanted: set[str]) -> dict[str, float]:
+        """Assigned variables' own definitions become equations in the `wanted` missing roots; a small
+        group with a unique real solution is solved together. Returns the solution (base units)."""
         equations, unknowns = [], set()
-        for name, assigned in self.scenario.assignments.items():
-            for rel in self.defs.get(name, []):
-                if rel["kind"] not in ("identity", "variant") or (
-                        rel["kind"] == "variant" and self.scenario.variants.get(name) != rel.get("variant")):
+        for name, assigned in sorted(self.scenario.assignments.items()):
+            try:
+                rel = self.r.select(name, self.defs.get(name, []), self.scenario.variants, set())
+                if rel is None or rel["kind"] not in ("identity", "variant"):
                     continue
                 rhs = self.r._expr(rel, "expression")
-                subs = {}
-                for s in rhs.free_symbols:
-                    if s.name in self.sub["constants"] or s.name in self.sub["variables"]:
-                        subs[s] = self.value_of(s.name)
-                eq = (rhs.xreplace(_sympify(subs)) - assigned.value)
-                free = {s.name for s in eq.free_symbols}
-                if free and free <= self.missing:
-                    equations.append(eq)
-                    unknowns |= free
+                subs = {s: self.value_of(s.name) for s in rhs.free_symbols}
+            except ResolveError:
+                continue  # a definition that cannot be evaluated pins nothing
+            eq = rhs.xreplace(_sympify(subs)) - assigned.value
+            free = {s.name for s in eq.free_symbols}
+            if free and free <= wanted:
+                equations.append(eq)
+                unknowns |= free
         if not equations or len(unknowns) > 4 or len(equations) < len(unknowns):
-            return
+            return {}
         symbols = [self.r._sym(n) for n in sorted(unknowns)]
         solutions = sympy.solve(equations, symbols, dict=True)
-        real = [s for s in solutions if all(v.is_real is not False and v.is_number for v in s.values())]
+        real = [s for s in solutions if all(v.is_number and v.is_real is not False for v in s.values())]
         if len(real) != 1:
-            return
-        for sym, val in real[0].items():
-            self.solved[sym.name] = float(val)
-        self.values.clear()
-        self.trace.clear()
-        self.checks.clear()
-        self.missing.clear()
+            return {}
+        return {sym.name: float(val) for sym, val in real[0].items()}
+
+
+def _merge(subgraphs: list[dict]) -> dict:
+    merged = {"target": subgraphs[0]["target"], "variables": {}, "constants": {}, "relations": {}}
+    for sub in subgraphs:
+        for key in ("variables", "constants", "relations"):
+            merged[key].update(sub[key])
+    return merged
 
 
 def _sympify(subs: dict) -> dict:

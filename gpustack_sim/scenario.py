@@ -22,6 +22,7 @@ class Scenario:
     assignments: dict[str, Assigned] = field(default_factory=dict)
     variants: dict[str, str] = field(default_factory=dict)
     presets: list[str] = field(default_factory=list)
+    sampled: frozenset[str] = frozenset()  # boundaries kept symbolic: their values come from samples
 
 
 class ScenarioBuilder:

@@ -71,15 +71,20 @@ def test_assigned_variable_is_a_boundary(real: Engine) -> None:
     assert "training.t_compute" not in {s.variable for s in res.trace}
 
 
+def fixture_without(real: Engine, *holes: str):
+    scenario = real.scenarios.build([FIXTURE], [], [])
+    for hole in holes:
+        del scenario.assignments[hole]
+    return scenario
+
+
 def test_missing_roots_stay_symbolic_grouped_by_family(real: Engine) -> None:
-    fixture = real.manifest["presets"][FIXTURE]["assignments"]
-    holes = ["gpu.power.total", "econ.power.price_kwh_peak"]
-    keep = [f"{k}={v}" for k, v in fixture.items() if k not in holes]
-    res = real.resolve("econ.cost.per_token", assign=keep, variants=["training.flops_per_step=dense"])
+    holes = ["cluster.node.cpu_power", "econ.power.price_kwh_peak"]
+    res = real.resolver.resolve("econ.cost.per_token", fixture_without(real, *holes))
     assert set(res.missing) == set(holes)
-    assert res.value is None and "gpu.power.total" in res.expression
+    assert res.value is None and "cluster.node.cpu_power" in res.expression
     fams = res.missing_by_family()
-    assert fams["gpu_power"]["roots"] == ["gpu.power.total"]
+    assert fams["node_power"]["roots"] == ["cluster.node.cpu_power"]
     assert fams["power_tariff"]["category"] == "scenario_boundary"
 
 
@@ -254,12 +259,14 @@ def test_constraint_states(kinds: Engine) -> None:
 
 
 def test_solve_for_a_missing_root(real: Engine) -> None:
-    fixture = real.manifest["presets"][FIXTURE]["assignments"]
-    keep = [f"{k}={v}" for k, v in fixture.items() if k != "training.t_exposed_comm"]
-    args = dict(assign=keep + ["training.t_step=0.2 s"], variants=["training.flops_per_step=dense"])
-    unsolved = real.resolve("training.tokens_per_sec", **args)
-    assert unsolved.value == pytest.approx(5e6)  # t_step assigned: a boundary
-    res = real.resolve("econ.cost.per_token", **args, solve=False)
-    solved = real.resolve("training.t_compute", **args, solve=True)
-    assert solved.value == pytest.approx(0.125)
-    assert res.value == pytest.approx((20 * 2.0 + 5200 * 2.0 / 3.6e6 * 0.36) / 1e7)
+    """t_step assigned and t_compute's input efficiency left out: --solve recovers the efficiency."""
+    scenario = fixture_without(real, "training.compute_efficiency")
+    scenario.assignments.update(real.scenarios.build([], ["training.t_compute=0.25 s"], []).assignments)
+    plain = real.resolver.resolve("training.tokens_per_sec", scenario)
+    assert plain.value == pytest.approx(1e6 / 0.275)  # t_compute assigned: a boundary, nothing missing
+    unsolved = real.resolver.resolve("training.compute_efficiency", scenario)
+    assert unsolved.value is None and list(unsolved.missing) == ["training.compute_efficiency"]
+    solved = real.resolver.resolve("training.compute_efficiency", scenario, solve=True)
+    # t_compute = 1e15 FLOP / (8 * 1e15 FLOP/s * eff) = 0.25 s  =>  eff = 0.5
+    assert solved.value == pytest.approx(0.5) and solved.missing == {}
+    assert solved.solved == {"training.compute_efficiency": pytest.approx(0.5)}
