@@ -361,11 +361,11 @@ class _Run:
                 self.checks.append(Check(name, "assumption", "violated", f"{a}, but the value is {shown:g}"))
         bounds = meta.get("bounds") or {}
         lo, hi = bounds.get("min"), bounds.get("max")
+        units = f" {meta['units']}" if meta["units"] != "1" else ""
         if (lo is not None and shown < lo) or (hi is not None and shown > hi):
-            self.checks.append(Check(name, "bounds", "violated",
-                                     f"{shown:g} {meta['units']} outside [{lo}, {hi}]"))
+            self.checks.append(Check(name, "bounds", "violated", f"{shown:g}{units} outside [{lo}, {hi}]"))
         elif lo is not None or hi is not None:
-            self.checks.append(Check(name, "bounds", "satisfied", f"{shown:g} {meta['units']} within [{lo}, {hi}]"))
+            self.checks.append(Check(name, "bounds", "satisfied", f"{shown:g}{units} within [{lo}, {hi}]"))
 
     def check_constraints(self) -> None:
         touched = set(self.values)
@@ -373,11 +373,18 @@ class _Run:
             if rel["kind"] != "constraint" or not set(rel["constrains"]) & touched:
                 continue
             expr = self.r._expr(rel, "expression")
-            subs = {s: self.values[s.name] for s in expr.free_symbols if s.name in self.values}
-            consts = {s: float(self.sub["constants"][s.name]["si_value"]) for s in expr.free_symbols
-                      if s.name in self.sub["constants"]}
-            status = _truth(expr.xreplace(_sympify({**subs, **consts})))
+            status = _truth(expr.xreplace(_sympify({s: v for s in expr.free_symbols
+                                                    if (v := self.known(s.name)) is not None})))
             self.checks.append(Check(name, "constraint", status, rel["parts"]["expression"]))
+
+    def known(self, name: str):
+        """A value without resolving anything new: evaluated, assigned, or a constant."""
+        if name in self.values:
+            return self.values[name]
+        if name in self.scenario.assignments:
+            return self.scenario.assignments[name].value
+        const = self.sub["constants"].get(name) or self.r.source.constant(name)
+        return float(const["si_value"]) if const else None
 
     def missing_meta(self) -> dict[str, dict]:
         out = {}
