@@ -339,7 +339,7 @@ class _Loader:
                            f"{other.file}:{other.line}")
                 continue
             self.check_refs(spec.references, rel, raw.line_of("references"), spec.name,
-                            require=spec.provenance == "sourced")
+                            require=spec.provenance != "synthetic_fixture")
             self.cat.presets[spec.name] = PresetEntry(spec, Loc(rel, line), raw)
 
     # ---- entry checks ----------------------------------------------------------------------
@@ -586,7 +586,7 @@ def _check_presets(cat: Catalog) -> None:
             if quantity.reference is not None and quantity.reference not in cat.references:
                 f.add(rel, line, "ref.unknown", f"preset `{spec.name}`, `{name}` cites unknown reference "
                       f"`{quantity.reference}`")
-            if spec.provenance == "sourced" and quantity.reference is None and not spec.references:
+            if spec.provenance != "synthetic_fixture" and quantity.reference is None and not spec.references:
                 f.add(rel, line, "ref.missing", f"sourced preset `{spec.name}` gives `{name}` without a reference")
         variants = raw.get("variants") or {}
         for name, key in spec.variants.items():
@@ -598,6 +598,13 @@ def _check_presets(cat: Catalog) -> None:
             elif key not in keys:
                 f.add(rel, line, "preset.unknown-variant", f"preset `{spec.name}`: `{name}` has no variant "
                       f"`{key}` (variants: {', '.join(sorted(keys)) or 'none'})")
+        all_keys = {r.spec.variant for r in cat.relations.values() if r.kind == "variant"}
+        modes = raw.get("modes") or []
+        for i, key in enumerate(spec.modes):
+            if key not in all_keys:
+                line = modes.line_of(i) if hasattr(modes, "line_of") else entry.loc.line
+                f.add(rel, line, "preset.unknown-variant", f"preset `{spec.name}`: no variable has a variant "
+                      f"keyed `{key}`" + (f"; {did_you_mean(key, all_keys) or ''}"))
         targets = raw.get("targets") or {}
         for label, name in spec.targets.items():
             if name not in cat.variables:

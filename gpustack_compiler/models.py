@@ -229,19 +229,37 @@ class ReferencesFile(Strict):
 class Quantity(Strict):
     value: float
     units: str = "1"
+    sd: Annotated[float | None, Field(ge=0, description=(
+        "Standard deviation in the same units (a fitted value's uncertainty); estimates sample it."))] = None
     reference: Annotated[str | None, Field(description="Reference key for this number.")] = None
     note: str | None = None
 
 
+class Fit(Strict):
+    """How a fitted preset was made, so it can be reproduced and audited."""
+
+    method: str
+    data: Annotated[list[str], Field(description="Files the parameters were fitted to.")]
+    data_sha256: str
+    rows: int
+    mape: float
+    max_abs_error: float
+    bias: float
+
+
 class Preset(Strict):
-    """Named assignments with units and variant selections; sourced data or a synthetic fixture."""
+    """Named assignments with units and variant selections; sourced data, fitted to data, or a fixture."""
 
     name: Annotated[str, Field(pattern=KEY_PATTERN)]
     description: Annotated[str, Field(min_length=1)]
-    provenance: Literal["sourced", "synthetic_fixture"]
+    provenance: Literal["sourced", "fitted", "synthetic_fixture"]
+    fit: Fit | None = None
     source: Annotated[str, Field(min_length=1, description="Where the values come from, in words.")]
     references: RefKeys = Field(default_factory=list)
     variants: dict[str, str] = Field(default_factory=dict)
+    modes: Annotated[list[str], Field(
+        default_factory=list,
+        description="Variant keys chosen wherever a variable has a variant with that key (e.g. dense, gqa).")]
     assignments: Annotated[dict[str, Union[Quantity, str, float]], Field(
         default_factory=dict,
         description="Variable -> `'500 W'`, a bare number in the declared unit, or {value, units, reference}.")]

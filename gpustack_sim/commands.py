@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from gpustack_compiler.cli import Neo4jOpt, JsonOpt, app, compile_or_fail, err, out, settings
@@ -12,6 +14,8 @@ from gpustack_compiler.units import UnitSystem
 
 from .resolver import Resolution, ResolveError, Resolver
 from .scenario import Scenario, ScenarioBuilder
+from .estimate import Estimate, estimate
+from .run import load_run
 from .uncertainty import MonteCarlo, parse_spec
 
 presets_app = typer.Typer(no_args_is_help=True, help="Named scenarios shipped in catalog/presets.")
@@ -49,6 +53,8 @@ def resolve(ctx: typer.Context, target: str,
             preset: list[str] = typer.Option([], "--preset", help="Preset(s) to apply, in order; later ones win."),
             assign: list[str] = typer.Option([], "--assign", help="NAME=VALUE with units, e.g. gpu.power.total='0.5 kW'."),
             variant: list[str] = typer.Option([], "--variant", help="NAME=KEY variant selection."),
+            mode: list[str] = typer.Option([], "--mode", help="Variant KEY chosen wherever a variable has it "
+                                           "(dense, gqa, adamw, ...); --variant wins."),
             trace: bool = typer.Option(False, "--trace", help="Show every step."),
             missing_families: bool = typer.Option(False, "--missing-families", help="List missing roots by family."),
             constraints: bool = typer.Option(False, "--constraints", help="Show constraint, bound and validity checks."),
@@ -65,7 +71,7 @@ def resolve(ctx: typer.Context, target: str,
     """Resolve TARGET from presets and assignments, with trace, missing roots and checks."""
     engine = Engine(ctx, neo4j)
     engine.require_variable(target)
-    scenario = engine.scenarios.build(preset, assign, variant)
+    scenario = engine.scenarios.build(preset, assign, variant, mode)
     res = engine.resolver.resolve(target, scenario, fallback_on_invalid=fallback, solve=solve)
     data = {**res.as_dict(), "presets": scenario.presets}
     lines = [f"{target} = {fmt(res.value, res.expression, res.units)}"]
@@ -199,3 +205,64 @@ def scenario_audit(ctx: typer.Context, as_json: bool = JsonOpt, neo4j: bool = Ne
     out({"presets": reports, "not_ok": bad}, "\n".join(lines), as_json)
     if bad:
         raise typer.Exit(1)
+
+
+@app.command("estimate")
+def estimate_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run file (schemas/run.schema.json)."),
+                 set_: list[str] = typer.Option([], "--set", help="Override a run-file field: layout.tp=4, gpus=512."),
+                 sample: list[str] = typer.Option([], "--sample", help="Extra uncertain root: NAME~normal(mu, sd) ..."),
+                 samples: int = typer.Option(10000, "--samples", min=2, help="Monte Carlo samples."),
+                 seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
+                 trace: list[str] = typer.Option([], "--trace", help="Show what a figure is made of (label or name)."),
+                 as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
+    """Step time, throughput, utilization, memory fit, energy and cost of a training run, with intervals."""
+    run = load_run(run_file, set_)
+    engine = Engine(ctx, neo4j)
+    est = estimate(engine.resolver, engine.scenarios, run, samples, seed, sample)
+    data = est.as_dict()
+    lines = estimate_lines(est)
+    for name in trace:
+        fig = next((f for f in est.figures if name in (f.label, f.target)), None)
+        if fig is None:
+            raise UsageError(f"--trace {name!r}: not a figure of the estimate",
+                             did_you_mean(name, [f.target for f in est.figures] + [f.label for f in est.figures]))
+        res = est.resolutions.get(fig.target)
+        lines.append(f"trace of {fig.target}:")
+        lines.extend(_trace_lines(res) if res else [f"  {fig.error}"])
+        data.setdefault("traces", {})[fig.target] = [s.as_dict() for s in res.trace] if res else []
+    out(data, "\n".join(lines), as_json)
+
+
+def estimate_lines(est: Estimate) -> list[str]:
+    lines = [f"estimate for {est.run}", f"  presets: {', '.join(est.presets)}; modes: {', '.join(est.modes)}"]
+    width = max(len(f.label) for f in est.figures)
+    for f in est.figures:
+        if f.error:
+            lines.append(f"  {f.label:<{width}}  not resolved: {f.error}")
+        elif f.value is None:
+            lines.append(f"  {f.label:<{width}}  not resolved: {len(f.missing)} missing root(s)")
+        else:
+            shown = fmt(f.value, None, f.units)
+            band = (f"   [p5 {f.interval[5]:.4g}, p50 {f.interval[50]:.4g}, p95 {f.interval[95]:.4g}]"
+                    if f.interval else "")
+            lines.append(f"  {f.label:<{width}}  {shown}{band}")
+    mem = est.memory
+    if mem["status"] != "unknown":
+        parts = ", ".join(f"{k.rsplit('.', 1)[-1]} {v['value']:.4g} {v['units']}" for k, v in mem["breakdown"].items()
+                          if v["value"] is not None)
+        lines.append(f"memory: {mem['per_gpu']:.4g} {mem['per_gpu_units']} per GPU of {mem['capacity']:.4g} "
+                     f"{mem['capacity_units']}: {mem['status'].upper() if mem['status'] != 'fits' else 'fits'}"
+                     + (f" ({parts})" if parts else ""))
+    missing: dict[str, set] = {}
+    for f in est.figures:
+        for name, meta in f.missing.items():
+            missing.setdefault(f"{meta.get('family')} ({meta.get('category')})", set()).add(name)
+    if missing:
+        lines.append("missing roots by family:")
+        lines.extend(f"  {fam}: {', '.join(sorted(names))}" for fam, names in sorted(missing.items()))
+    if est.uncertain:
+        lines.append(f"intervals: {est.samples} samples, seed {est.seed}, over "
+                     + "; ".join(f"{k} ~ {v}" for k, v in est.uncertain.items()))
+    else:
+        lines.append("intervals: none (no uncertain inputs; calibrate, or pass --sample)")
+    return lines

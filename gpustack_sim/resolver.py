@@ -120,8 +120,7 @@ class Resolver:
         return sub
 
     # ---- selection ---------------------------------------------------------------------------
-    def select(self, var: str, defs: list[dict], variants: dict[str, str], skip: set[str]) -> dict | None:
-        defs = [d for d in defs if d["name"] not in skip]
+    def select(self, var: str, defs: list[dict], variants: dict[str, str], modes: list[str] = ()) -> dict | None:
         if not defs:
             return None
         exact = [d for d in defs if d["kind"] in EXACT_KINDS]
@@ -137,6 +136,12 @@ class Resolver:
             keys = sorted(d["variant"] for d in defs if d["kind"] == "variant")
             raise ResolveError(f"`{var}` has no variant `{chosen}`", f"choices: {', '.join(keys) or 'none'}")
         vdefs = [d for d in defs if d["kind"] == "variant"]
+        by_mode = [d for d in vdefs if d["variant"] in modes]
+        if len(by_mode) == 1:
+            return by_mode[0]
+        if len(by_mode) > 1:
+            raise ResolveError(f"`{var}`: modes {', '.join(d['variant'] for d in by_mode)} both apply",
+                               f"--variant {var}=KEY to choose")
         if vdefs:
             keys = ", ".join(sorted(d["variant"] for d in vdefs))
             raise ResolveError(f"`{var}` needs a variant selection", f"--variant {var}=KEY with KEY one of: {keys}")
@@ -147,6 +152,27 @@ class Resolver:
                            f"--variant {var}=RELATION_NAME")
 
     # ---- resolution --------------------------------------------------------------------------
+    def resolve_many(self, targets: list[str], scenario: Scenario) -> dict[str, Resolution | ResolveError]:
+        """Several targets in one run, so shared upstream work is done once; each target gets the part of
+        the trace in its own cone, or the error that stopped it."""
+        subs = {t: self._subgraph(t) for t in targets}
+        run = _Run(self, _merge(list(subs.values())), scenario, False)
+        values: dict[str, object] = {}
+        for target in targets:
+            try:
+                values[target] = run.value_of(target)
+            except ResolveError as exc:
+                values[target] = exc
+        run.check_constraints()
+        out: dict[str, Resolution | ResolveError] = {}
+        for target, value in values.items():
+            if isinstance(value, ResolveError):
+                out[target] = value
+                continue
+            cone = set(subs[target]["variables"]) | set(subs[target]["constants"])
+            out[target] = self._result(target, value, run, [s for s in run.trace if s.variable in cone], scenario)
+        return out
+
     def resolve(self, target: str, scenario: Scenario, fallback_on_invalid: bool = False,
                 solve: bool = False) -> Resolution:
         meta = self.source.variable(target)
@@ -165,14 +191,17 @@ class Resolver:
                 run = _Run(self, wide, scenario, fallback_on_invalid, solved)
                 value = run.value_of(target)
         run.check_constraints()
+        return self._result(target, value, run, run.trace, scenario)
+
+    def _result(self, target: str, value, run: "_Run", trace: list, scenario: Scenario) -> Resolution:
+        meta = self.source.variable(target)
         solved = {k: v / self.source.variable(k)["scale"] for k, v in run.solved.items()}
         # Missing means the value is still symbolic in it: a root that cancels out is not missing.
         depends = set() if isinstance(value, float) else {s.name for s in value.free_symbols}
         missing = {k: v for k, v in run.missing_meta().items() if k in depends}
         for name in depends & scenario.sampled:
             missing.pop(name, None)
-        res = Resolution(target, None, None, meta["units"], run.trace, missing, run.checks,
-                         run.fallbacks, solved)
+        res = Resolution(target, None, None, meta["units"], trace, missing, run.checks, run.fallbacks, solved)
         if isinstance(value, float):
             res.value = value / meta["scale"]
         else:
@@ -218,7 +247,7 @@ class _Run:
         if name in self.scenario.assignments:
             a = self.scenario.assignments[name]
             return self._record(name, None, "assigned", None, {}, a.value, f"{a.given} from {a.origin}")
-        rel = self.r.select(name, self.defs.get(name, []), self.scenario.variants, set())
+        rel = self.r.select(name, self.defs.get(name, []), self.scenario.variants, self.scenario.modes)
         if rel is None:
             self.missing.add(name)
             self.values[name] = self.r._sym(name)
@@ -402,7 +431,7 @@ class _Run:
         equations, unknowns = [], set()
         for name, assigned in sorted(self.scenario.assignments.items()):
             try:
-                rel = self.r.select(name, self.defs.get(name, []), self.scenario.variants, set())
+                rel = self.r.select(name, self.defs.get(name, []), self.scenario.variants, self.scenario.modes)
                 if rel is None or rel["kind"] not in ("identity", "variant"):
                     continue
                 rhs = self.r._expr(rel, "expression")

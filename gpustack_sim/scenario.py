@@ -15,6 +15,7 @@ class Assigned:
     value: float  # in coherent base units
     origin: str  # preset name or "--assign"
     given: str  # as written, for traces
+    sd: float | None = None  # uncertainty in base units, where the source gives one
 
 
 @dataclass
@@ -23,6 +24,7 @@ class Scenario:
     variants: dict[str, str] = field(default_factory=dict)
     presets: list[str] = field(default_factory=list)
     sampled: frozenset[str] = frozenset()  # boundaries kept symbolic: their values come from samples
+    modes: list[str] = field(default_factory=list)  # variant keys chosen wherever they exist
 
 
 class ScenarioBuilder:
@@ -47,7 +49,8 @@ class ScenarioBuilder:
                              f"{self.units.format_dim(unit.dim)}")
         return Assigned(q.value * unit.scale, origin, f"{q.value:g}" + (f" {q.units}" if q.units != "1" else ""))
 
-    def build(self, presets: list[str], assign: list[str], variants: list[str]) -> Scenario:
+    def build(self, presets: list[str], assign: list[str], variants: list[str],
+              modes: list[str] = ()) -> Scenario:
         scenario = Scenario()
         known = self.manifest.get("presets", {})
         for name in presets:
@@ -56,8 +59,14 @@ class ScenarioBuilder:
                 raise UsageError(f"unknown preset `{name}`", did_you_mean(name, known))
             scenario.presets.append(name)
             for var, value in preset["assignments"].items():
-                scenario.assignments[var] = self.quantity(var, _from_manifest(value), f"preset {name}")
+                assigned = self.quantity(var, _from_manifest(value), f"preset {name}")
+                if isinstance(value, dict) and value.get("sd") is not None:
+                    units = value.get("units") or self.manifest["variables"][var]["units"]
+                    assigned = Assigned(assigned.value, assigned.origin, assigned.given,
+                                        value["sd"] * self.units.parse(units).scale)
+                scenario.assignments[var] = assigned
             scenario.variants.update(preset["variants"])
+            scenario.modes.extend(m for m in preset.get("modes", []) if m not in scenario.modes)
         for item in assign:
             var, value = _split(item, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'")
             scenario.assignments[var] = self.quantity(var, value, "--assign")
@@ -66,6 +75,12 @@ class ScenarioBuilder:
             if var not in self.manifest["variables"]:
                 raise UsageError(f"--variant: unknown variable `{var}`", did_you_mean(var, self.manifest["variables"]))
             scenario.variants[var] = key
+        keys = {r["variant"] for r in self.manifest["relations"].values() if r["kind"] == "variant"}
+        for mode in modes:
+            if mode not in keys:
+                raise UsageError(f"--mode {mode}: no variable has a variant keyed `{mode}`", did_you_mean(mode, keys))
+            if mode not in scenario.modes:
+                scenario.modes.append(mode)
         return scenario
 
 

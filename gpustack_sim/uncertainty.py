@@ -68,6 +68,10 @@ def parse_spec(text: str, scenarios: ScenarioBuilder) -> Distribution:
     return Distribution(name, kind, first, second)
 
 
+def percentiles(values: np.ndarray) -> dict[int, float]:
+    return {p: float(v) for p, v in zip(PERCENTILES, np.percentile(values, PERCENTILES))}
+
+
 @dataclass
 class Summary:
     target: str
@@ -122,7 +126,7 @@ class MonteCarlo:
         finite = shown[np.isfinite(shown)]
         if finite.size == 0:
             raise UsageError(f"no finite value of {target} in {n} samples")
-        pct = {p: float(v) for p, v in zip(PERCENTILES, np.percentile(finite, PERCENTILES))}
+        pct = percentiles(finite)
         inputs = {d.name: d.describe(self.resolver.source.variable(d.name)["scale"]) for d in dists}
         return Summary(target, meta["units"], n, seed, float(finite.mean()), float(finite.std(ddof=1)), pct, inputs,
                        int(n - finite.size))

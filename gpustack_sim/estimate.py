@@ -1,0 +1,151 @@
+"""`gpustack estimate`: a training run's time, throughput, memory, energy and cost, each with a
+p5/p50/p95 interval, resolved through the catalog.
+
+The point values come from one shared resolution of all figures. Intervals come from a second,
+symbolic resolution in which the uncertain roots (fitted parameters with an `sd`, and any
+`--sample`) stay symbols; each figure is compiled once with lambdify and evaluated on the same seeded
+draws, so the intervals of different figures are consistent with each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy
+
+from .resolver import Resolution, ResolveError, Resolver
+from .run import RunSpec
+from .scenario import Scenario, ScenarioBuilder
+from .uncertainty import Distribution, parse_spec, percentiles
+
+FIGURES: list[tuple[str, str]] = [
+    ("step time", "training.t_step"),
+    ("throughput", "training.tokens_per_sec"),
+    ("achieved FLOP/s per GPU (model FLOPs)", "training.achieved_flops_model"),
+    ("achieved FLOP/s per GPU (with recomputation)", "training.achieved_flops_hardware"),
+    ("MFU", "training.mfu"),
+    ("HFU", "training.hfu"),
+    ("memory per GPU", "par.memory.per_gpu"),
+    ("HBM capacity", "mem.hbm.capacity"),
+    ("availability", "training.cluster_availability"),
+    ("wallclock", "training.wallclock"),
+    ("IT energy", "econ.run.it_energy"),
+    ("site energy", "econ.run.energy"),
+    ("hardware cost", "econ.run.capex_cost"),
+    ("power cost", "econ.run.power_cost"),
+    ("other cost", "econ.run.opex_misc_cost"),
+    ("total cost", "econ.run.total_cost"),
+    ("cost per token", "econ.cost.per_token"),
+]
+MEMORY_PARTS = ["par.memory.model_states", "par.memory.activations", "par.memory.buffers"]
+
+
+@dataclass
+class Figure:
+    label: str
+    target: str
+    units: str
+    value: float | None = None
+    interval: dict[int, float] | None = None
+    missing: dict[str, dict] = field(default_factory=dict)
+    error: str | None = None
+    relations: int = 0
+
+    def as_dict(self) -> dict:
+        out = {"label": self.label, "target": self.target, "units": self.units, "value": self.value,
+               "missing": sorted(self.missing), "error": self.error, "relations": self.relations}
+        if self.interval:
+            out.update({f"p{k}": v for k, v in self.interval.items()})
+        return out
+
+
+@dataclass
+class Estimate:
+    run: str
+    presets: list[str]
+    modes: list[str]
+    figures: list[Figure]
+    memory: dict
+    uncertain: dict[str, str]
+    samples: int
+    seed: int
+    resolutions: dict[str, Resolution]
+
+    def as_dict(self) -> dict:
+        return {"run": self.run, "presets": self.presets, "modes": self.modes,
+                "figures": [f.as_dict() for f in self.figures], "memory": self.memory,
+                "uncertain_inputs": self.uncertain, "samples": self.samples, "seed": self.seed}
+
+
+def build_scenario(scenarios: ScenarioBuilder, run: RunSpec) -> Scenario:
+    return scenarios.build(run.presets_in_order(), run.assignments(),
+                           [f"{k}={v}" for k, v in run.variants.items()], run.all_modes())
+
+
+def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, samples: int, seed: int,
+             extra: list[str] = ()) -> Estimate:
+    scenario = build_scenario(scenarios, run)
+    available = [(label, t) for label, t in FIGURES if resolver.source.variable(t) is not None]
+    targets = [t for _, t in available] + [p for p in MEMORY_PARTS if resolver.source.variable(p) is not None]
+    point = resolver.resolve_many(targets, scenario)
+    dists = sorted([Distribution(n, "normal", a.value, a.sd) for n, a in scenario.assignments.items() if a.sd]
+                   + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
+    intervals = _intervals(resolver, scenario, targets, dists, samples, seed) if dists else {}
+    figures = []
+    for label, target in available:
+        meta = resolver.source.variable(target)
+        fig = Figure(label, target, meta["units"])
+        res = point[target]
+        if isinstance(res, ResolveError):
+            fig.error = res.message + (f" ({res.hint})" if res.hint else "")
+        else:
+            fig.value, fig.missing = res.value, res.missing
+            fig.relations = sum(1 for s in res.trace if s.relation)
+            fig.interval = intervals.get(target)
+        figures.append(fig)
+    memory = _memory(point, resolver)
+    uncertain = {d.name: d.describe(resolver.source.variable(d.name)["scale"]) for d in dists}
+    return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,
+                    samples if dists else 0, seed,
+                    {t: r for t, r in point.items() if isinstance(r, Resolution)})
+
+
+def _intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists: list[Distribution],
+               samples: int, seed: int) -> dict[str, dict[int, float]]:
+    names = [d.name for d in dists]
+    held = Scenario({k: v for k, v in scenario.assignments.items() if k not in names}, dict(scenario.variants),
+                    list(scenario.presets), frozenset(names), list(scenario.modes))
+    symbolic = resolver.resolve_many(targets, held)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    draws = [d.draw(rng, samples) for d in dists]
+    symbols = [resolver._sym(n) for n in names]
+    out = {}
+    for target, res in symbolic.items():
+        if isinstance(res, ResolveError) or res.missing:
+            continue
+        scale = resolver.source.variable(target)["scale"]
+        if res.value is not None:
+            out[target] = {p: res.value for p in (5, 50, 95)}
+            continue
+        fn = sympy.lambdify(symbols, res.symbolic, modules="numpy")
+        values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (samples,)) / scale
+        finite = values[np.isfinite(values)]
+        if finite.size:
+            out[target] = percentiles(finite)
+    return out
+
+
+def _memory(point: dict, resolver: Resolver) -> dict:
+    used, cap = point.get("par.memory.per_gpu"), point.get("mem.hbm.capacity")
+    if not isinstance(used, Resolution) or not isinstance(cap, Resolution) or used.value is None or cap.value is None:
+        return {"status": "unknown"}
+
+    def base(res: Resolution) -> float:
+        return res.value * resolver.source.variable(res.target)["scale"]
+
+    parts = {p: point[p] for p in MEMORY_PARTS if isinstance(point.get(p), Resolution)}
+    return {"status": "fits" if base(used) <= base(cap) else "does not fit",
+            "per_gpu": used.value, "per_gpu_units": used.units, "capacity": cap.value, "capacity_units": cap.units,
+            "breakdown": {p: {"value": r.value, "units": r.units, "missing": sorted(r.missing)}
+                          for p, r in parts.items()}}

@@ -1,0 +1,173 @@
+"""A training run described in YAML (or flags): model shape, parallel layout, precision, hardware,
+budget. It maps onto catalog variables, presets and variant modes, so every figure an estimate shows
+is a catalog resolution with a trace.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpustack_compiler.errors import UsageError
+
+RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MoESpec(_Strict):
+    experts: Annotated[int, Field(ge=1, description="Routed experts per MoE layer.")]
+    top_k: Annotated[int, Field(ge=1, description="Experts each token is routed to.")]
+    shared_experts: Annotated[int, Field(ge=0)] = 0
+    expert_ffn_hidden: Annotated[int | None, Field(ge=1)] = None
+    dense_layers: Annotated[int, Field(ge=0, description="Leading layers with a dense FFN.")] = 0
+
+
+class ModelSpec(_Strict):
+    layers: Annotated[int, Field(ge=1)]
+    hidden: Annotated[int, Field(ge=1)]
+    ffn_hidden: Annotated[int, Field(ge=1)]
+    heads: Annotated[int, Field(ge=1)]
+    kv_heads: Annotated[int | None, Field(ge=1, description="Defaults to heads (multi-head attention).")] = None
+    head_dim: Annotated[int | None, Field(ge=1, description="Defaults to hidden / heads.")] = None
+    vocab: Annotated[int, Field(ge=1)]
+    seq_len: Annotated[int, Field(ge=1, description="Tokens per sequence.")]
+    ffn_matrices: Annotated[Literal[2, 3], Field(description="2 for a plain MLP, 3 for gated (SwiGLU).")] = 2
+    norm_vectors: Annotated[Literal[1, 2], Field(description="Vectors per norm: 2 LayerNorm, 1 RMSNorm.")] = 2
+    tied_embeddings: bool = False
+    learned_positions: Annotated[bool, Field(description="Learned absolute position embeddings (GPT-3).")] = False
+    attention_context_fraction: Annotated[float, Field(gt=0, le=1, description=(
+        "Share of the s x s score matrix computed: 1 in the Megatron/PaLM convention, 0.5 for causal "
+        "kernels that skip masked blocks."))] = 1.0
+    moe: MoESpec | None = None
+
+
+class LayoutSpec(_Strict):
+    tp: Annotated[int, Field(ge=1)] = 1
+    pp: Annotated[int, Field(ge=1)] = 1
+    dp: Annotated[int, Field(ge=1)] = 1
+    cp: Annotated[int, Field(ge=1)] = 1
+    ep: Annotated[int, Field(ge=1)] = 1
+    micro_batch: Annotated[int, Field(ge=1)] = 1
+    global_batch: Annotated[int, Field(ge=1, description="Sequences per optimizer step.")]
+    interleave: Annotated[int, Field(ge=1, description="Virtual pipeline stages per GPU.")] = 1
+    recompute: Literal["none", "selective", "full"] = "none"
+    sequence_parallel: bool = False
+    zero_stage: Literal[0, 1, 2, 3] = 0
+
+
+class RunSpec(_Strict):
+    """The run file (schemas/run.schema.json)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    description: str | None = None
+    model: ModelSpec
+    layout: LayoutSpec
+    gpus: Annotated[int, Field(ge=1)]
+    tokens: Annotated[str, Field(description="Token budget with its unit, e.g. '15e12 token' or '15 Ttoken'.")]
+    precision: Annotated[str, Field(description="Precision preset, e.g. precision_bf16_mixed.")] = "precision_bf16_mixed"
+    hardware: Annotated[list[str], Field(min_length=1, description="Hardware presets (GPU, node, fabric).")]
+    presets: Annotated[list[str], Field(default_factory=list, description=(
+        "Further presets applied after hardware and precision: calibration, facility, tariff, capex."))]
+    optimizer: Literal["adamw", "lion", "muon"] = "adamw"
+    modes: Annotated[list[str], Field(default_factory=list, description="Extra variant modes.")]
+    variants: dict[str, str] = Field(default_factory=dict)
+    assign: Annotated[dict[str, str | float], Field(
+        default_factory=dict, description="Extra assignments: NAME -> '500 W' or a number in declared units.")]
+
+    @model_validator(mode="after")
+    def _layout_fits(self) -> "RunSpec":
+        lay = self.layout
+        used = lay.tp * lay.pp * lay.dp * lay.cp
+        if used != self.gpus:
+            raise ValueError(f"layout tp*pp*dp*cp = {used} but gpus = {self.gpus}")
+        return self
+
+    def presets_in_order(self) -> list[str]:
+        return [*self.hardware, self.precision, *self.presets]
+
+    def all_modes(self) -> list[str]:
+        base = ["moe" if self.model.moe else "dense", "gqa", self.optimizer]
+        return base + [m for m in self.modes if m not in base]
+
+    def assignments(self) -> list[str]:
+        """NAME=VALUE strings for the scenario builder (units where the catalog declares them)."""
+        m, lay = self.model, self.layout
+        out = {
+            "arch.n_layers": m.layers, "arch.hidden": m.hidden, "arch.ffn_hidden": m.ffn_hidden,
+            "arch.n_heads": m.heads, "arch.n_kv_heads": m.kv_heads or m.heads,
+            "arch.head_dim": m.head_dim or m.hidden // m.heads, "arch.vocab": m.vocab,
+            "arch.seq_len": f"{m.seq_len} token", "arch.ffn.n_matrices": m.ffn_matrices,
+            "arch.norm.vectors_per_norm": m.norm_vectors, "arch.tied_embeddings": int(m.tied_embeddings),
+            "arch.pos_emb_learned": int(m.learned_positions), "arch.attn.context_fraction": m.attention_context_fraction,
+            "par.tp": lay.tp, "par.pp": lay.pp, "par.dp": lay.dp, "par.cp": lay.cp, "par.ep": lay.ep,
+            "par.micro_batch": lay.micro_batch, "arch.global_batch": lay.global_batch,
+            "par.pp_interleave": lay.interleave, "par.recompute.mode": RECOMPUTE[lay.recompute],
+            "par.sp": int(lay.sequence_parallel), "par.zero.stage": lay.zero_stage,
+            "par.n_gpus": self.gpus, "training.total_tokens": self.tokens,
+        }
+        if m.moe:
+            out.update({"arch.moe.n_routed_experts": m.moe.experts, "arch.moe.top_k": m.moe.top_k,
+                        "arch.moe.n_shared_experts": m.moe.shared_experts,
+                        "arch.moe.expert_ffn_hidden": m.moe.expert_ffn_hidden or m.ffn_hidden,
+                        "arch.moe.n_dense_layers": m.moe.dense_layers})
+        out.update(self.assign)
+        return [f"{k}={v}" for k, v in out.items()]
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> None:
+    """`--set layout.tp=4`: a dotted path into the run file and a YAML scalar (read safely)."""
+    for item in overrides:
+        path, sep, raw = item.partition("=")
+        if not sep or not path:
+            raise UsageError(f"--set {item!r}: expected FIELD=VALUE, e.g. layout.tp=4")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise UsageError(f"--set {item!r}: cannot read the value") from None
+        node = data
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise UsageError(f"--set {item!r}: `{key}` is not a section")
+        node[keys[-1]] = value
+
+
+def load_run(path: Path, overrides: list[str] = ()) -> RunSpec:
+    """Read a run file; every problem is one line naming the file, line and field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read run file ({exc.strerror or exc})") from None
+    from gpustack_compiler.yaml_lines import YamlError, line_at, load
+
+    try:
+        data, _ = load(text)
+    except YamlError as exc:
+        raise UsageError(f"{path}:{exc.line}: {exc.message}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}:1: a run file is a YAML mapping")
+    apply_overrides(data, list(overrides))
+    try:
+        return RunSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(err["loc"])
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        raise UsageError(f"{path}:{line_at(data, loc)}: {field}: {err['msg']}") from None
+
+
+def _register_schema() -> None:
+    # The compiler owns `gpustack schema` but may not import the engine: the engine registers its file.
+    from gpustack_compiler.schema import SCHEMA_FILES
+
+    SCHEMA_FILES.setdefault("run.schema.json", RunSpec)
+
+
+_register_schema()
