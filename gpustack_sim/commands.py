@@ -14,9 +14,9 @@ from gpustack_compiler.units import UnitSystem
 
 from .resolver import Resolution, ResolveError, Resolver
 from .scenario import Scenario, ScenarioBuilder
-from .estimate import Estimate, estimate
+from .estimate import Estimate, estimate, fitted_distributions
 from .run import load_run
-from .uncertainty import MonteCarlo, parse_spec
+from .uncertainty import Distribution, MonteCarlo, parse_spec
 
 presets_app = typer.Typer(no_args_is_help=True, help="Named scenarios shipped in catalog/presets.")
 scenario_app = typer.Typer(no_args_is_help=True, help="Resolve a preset's advertised targets and report.")
@@ -266,3 +266,158 @@ def estimate_lines(est: Estimate) -> list[str]:
     else:
         lines.append("intervals: none (no uncertain inputs; calibrate, or pass --sample)")
     return lines
+
+
+def _calibration_dir(ctx: typer.Context, data: Path | None) -> Path:
+    if data is not None:
+        return data
+    return settings(ctx).catalog.resolve().parent.parent / "shared" / "data" / "calibration"
+
+
+@app.command("calibrate")
+def calibrate_cmd(ctx: typer.Context,
+                  data: Path = typer.Option(None, "--data", envvar="GPUSTACK_CALIBRATION_DATA",
+                                            help="Calibration folder (default ../shared/data/calibration)."),
+                  out_path: Path = typer.Option(None, "--out", help="Preset file to write "
+                                                "(default catalog/presets/calibration.yaml)."),
+                  as_json: bool = JsonOpt) -> None:
+    """Fit the parameters needing calibration to the calibration data and write the calibration preset."""
+    from .calibrate import FIXED, PARAMETERS, RowModels, data_hash, errors, fit, read_rows
+
+    folder = _calibration_dir(ctx, data)
+    csv_path, hw_path = folder / "training_iterations.csv", folder / "hardware.yaml"
+    for p in (csv_path, hw_path):
+        if not p.is_file():
+            raise UsageError(f"calibration data {p} not found", "pass --data DIR")
+    engine = Engine(ctx, False)
+    rows = read_rows(csv_path, [])
+    result = fit(RowModels(engine.resolver, engine.scenarios, rows))
+    measured = [r.measured for r in rows]
+    stats = errors(result.predicted, measured)
+    target = out_path or settings(ctx).catalog / "presets" / "calibration.yaml"
+    digest = data_hash([csv_path, hw_path])
+    text = calibration_yaml(result, stats, digest, len(rows), [csv_path.name, hw_path.name], PARAMETERS, FIXED)
+    target.write_text(text, encoding="utf-8")
+    table = [{"row": r.index, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m}
+             for r, m, p in zip(rows, measured, result.predicted)]
+    data_out = {"preset": str(target), "parameters": {k: {"value": v, "sd": result.sds[k]}
+                                                      for k, v in result.values.items()},
+                "rows": table, **stats, "data_sha256": digest, "iterations": result.iterations}
+    lines = [f"{'row':>3}  {'run':<28}{'measured s':>12}{'predicted s':>13}{'error':>9}"]
+    lines += [f"{t['row']:>3}  {t['run']:<28}{t['measured']:>12.4g}{t['predicted']:>13.4g}{100 * t['error']:>8.1f}%"
+              for t in table]
+    lines.append(f"in-sample: MAPE {100 * stats['mape']:.1f}%, max |error| {100 * stats['max_abs_error']:.1f}%, "
+                 f"signed bias {100 * stats['bias']:+.1f}%")
+    lines += [f"fitted {k} = {v:.4f} " + (f"± {result.sds[k]:.4f}" if result.sds[k] is not None
+                                            else "(at its bound: not identified by the data)")
+              for k, v in result.values.items()]
+    lines.append(f"wrote {target} (data sha256 {digest[:12]})")
+    out(data_out, "\n".join(lines), as_json)
+
+
+def calibration_yaml(result, stats: dict, digest: str, n_rows: int, files: list[str], params, fixed) -> str:
+    """The calibration preset, written by hand so the file is stable byte for byte."""
+    lines = ["# yaml-language-server: $schema=../../schemas/presets.schema.json",
+             "# Written by `gpustack calibrate`; do not edit by hand. Fitted only to the calibration data folder.",
+             "presets:", "  - name: calibration",
+             "    description: >-",
+             "      Efficiency parameters fitted to the calibration data: measured seconds per iteration of",
+             "      four GPT-style models on A100 (Korthikanti et al. 2022, Table 5), by damped Gauss-Newton",
+             "      on log(predicted / measured). Roots in one group share one fitted value.",
+             "    provenance: fitted",
+             "    source: gpustack calibrate on shared/data/calibration (training_iterations.csv, hardware.yaml)",
+             "    references: [korthikanti2022_recompute]",
+             "    fit:",
+             "      method: Levenberg-Marquardt on log residuals; sd from the residual variance and the Jacobian",
+             f"      data: [{', '.join(files)}]",
+             f"      data_sha256: {digest}",
+             f"      rows: {n_rows}",
+             f"      mape: {stats['mape']:.6g}",
+             f"      max_abs_error: {stats['max_abs_error']:.6g}",
+             f"      bias: {stats['bias']:.6g}",
+             "    assignments:"]
+    for p in params:
+        for root in p.roots:
+            sd = result.sds[p.key]
+            spread = f", sd: {sd:.3g}" if sd is not None else ""
+            note = f"fitted, group {p.key}" + ("" if sd is not None else "; stopped at its bound, not identified")
+            lines.append(f"      {root}: {{value: {result.values[p.key]:.6g}{spread}, "
+                         f"reference: korthikanti2022_recompute, note: \"{note}\"}}")
+    for f in fixed:
+        lines.append(f"      {f.root}: {{value: {f.value:g}, units: \"{f.units}\", reference: korthikanti2022_recompute, "
+                     f"note: \"held fixed in the fit: {f.reason}\"}}")
+    return "\n".join(lines) + "\n"
+
+
+@app.command("validate")
+def validate_cmd(ctx: typer.Context, runs_csv: Path = typer.Argument(..., help="CSV: calibration columns plus "
+                                                                       "seconds_per_iteration or tflops_per_gpu."),
+                 samples: int = typer.Option(2000, "--samples", min=2, help="Monte Carlo samples per row."),
+                 seed: int = typer.Option(0, "--seed"),
+                 as_json: bool = JsonOpt) -> None:
+    """Predict measured runs with the calibrated model and score the predictions."""
+    from .calibrate import errors, read_rows, spearman
+    from .estimate import build_scenario, _intervals
+
+    engine = Engine(ctx, False)
+    rows = read_rows(runs_csv, ["calibration"])
+    table = []
+    for row in rows:
+        scenario = build_scenario(engine.scenarios, row.run)
+        try:
+            res = engine.resolver.resolve(row.target, scenario)
+        except ResolveError as exc:
+            raise UsageError(f"{runs_csv}:{row.line} (row {row.index}): {exc.message}", exc.hint) from None
+        if res.value is None:
+            raise UsageError(f"{runs_csv}:{row.line} (row {row.index}): {row.target} still needs "
+                             f"{', '.join(sorted(res.missing))}")
+        dists = fitted_distributions(scenario)
+        band = _intervals(engine.resolver, scenario, [row.target], dists, samples, seed).get(row.target) \
+            if dists else None
+        table.append({"row": row.index, "run": row.label, "target": row.target, "units": res.units,
+                      "measured": row.measured, "predicted": res.value,
+                      "error": (res.value - row.measured) / row.measured,
+                      "p5": band[5] if band else None, "p95": band[95] if band else None})
+    measured, predicted = [t["measured"] for t in table], [t["predicted"] for t in table]
+    stats = errors(predicted, measured)
+    covered = [t for t in table if t["p5"] is not None]
+    coverage = (sum(t["p5"] <= t["measured"] <= t["p95"] for t in covered) / len(covered)) if covered else None
+    summary = {**stats, "spearman": spearman(predicted, measured), "interval_coverage": coverage, "rows": table}
+    lines = [f"{'row':>3}  {'run':<28}{'measured':>11}{'predicted':>11}{'error':>8}  p5..p95"]
+    for t in table:
+        band = f"{t['p5']:.4g}..{t['p95']:.4g}" if t["p5"] is not None else "-"
+        lines.append(f"{t['row']:>3}  {t['run']:<28}{t['measured']:>11.4g}{t['predicted']:>11.4g}"
+                     f"{100 * t['error']:>7.1f}%  {band}")
+    lines.append(f"MAPE {100 * stats['mape']:.1f}%, max |error| {100 * stats['max_abs_error']:.1f}%, bias "
+                 f"{100 * stats['bias']:+.1f}%, Spearman {summary['spearman']:.3f}, interval coverage "
+                 + (f"{100 * coverage:.0f}%" if coverage is not None else "n/a"))
+    out(summary, "\n".join(lines), as_json)
+
+
+@app.command("sweep")
+def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run file; the grid replaces its layout."),
+              grid: list[str] = typer.Option([], "--grid", help="AXIS=V1,V2,... (tp, pp, dp, cp, micro_batch, "
+                                             "interleave, zero_stage, recompute, sequence_parallel)."),
+              objective: str = typer.Option("tokens_per_sec", "--objective",
+                                            help="tokens_per_sec, cost_per_token, energy_per_token or step_time."),
+              top: int = typer.Option(10, "--top", min=1, help="Valid layouts to show."),
+              set_: list[str] = typer.Option([], "--set", help="Override a run-file field."),
+              as_json: bool = JsonOpt) -> None:
+    """Evaluate every layout on a grid; rank the valid ones, count the invalid ones by reason."""
+    from .sweep import AXES, parse_grid, sweep
+
+    if not grid:
+        raise UsageError("--grid is required, e.g. --grid tp=1,2,4,8 --grid pp=1,2,4,8")
+    run = load_run(run_file, set_)
+    engine = Engine(ctx, False)
+    result = sweep(engine.resolver, engine.scenarios, run, parse_grid(grid), objective, top)
+    lines = [f"{result.evaluated} layouts evaluated in {result.seconds:.2f} s: {result.valid} valid"]
+    for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  rejected {count:>8}  {reason}")
+    if result.top:
+        cols = list(AXES)
+        lines.append("  " + " ".join(f"{c:>10}" for c in cols) + f"  {objective:>16}  mem/GPU GB")
+        for row in result.top:
+            lines.append("  " + " ".join(f"{row[c]!s:>10}" for c in cols)
+                         + f"  {row[objective]:>16.6g}  {row['memory_per_gpu_GB']:>9.1f}")
+    out(result.as_dict(), "\n".join(lines), as_json)

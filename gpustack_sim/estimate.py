@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import sympy
 
 from .resolver import Resolution, ResolveError, Resolver
 from .run import RunSpec
 from .scenario import Scenario, ScenarioBuilder
-from .uncertainty import Distribution, parse_spec, percentiles
+from .uncertainty import Distribution, parse_spec, percentiles, vectorize
 
 FIGURES: list[tuple[str, str]] = [
     ("step time", "training.t_step"),
@@ -78,6 +77,13 @@ class Estimate:
                 "uncertain_inputs": self.uncertain, "samples": self.samples, "seed": self.seed}
 
 
+def fitted_distributions(scenario: Scenario) -> list[Distribution]:
+    """Values with an uncertainty (fitted parameters) as lognormal draws: median the fitted value, sigma
+    its relative uncertainty, so an efficiency never goes negative."""
+    return sorted((Distribution(n, "lognormal", a.value, a.sd / a.value) for n, a in scenario.assignments.items()
+                   if a.sd and a.value > 0), key=lambda d: d.name)
+
+
 def build_scenario(scenarios: ScenarioBuilder, run: RunSpec) -> Scenario:
     return scenarios.build(run.presets_in_order(), run.assignments(),
                            [f"{k}={v}" for k, v in run.variants.items()], run.all_modes())
@@ -89,8 +95,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
     available = [(label, t) for label, t in FIGURES if resolver.source.variable(t) is not None]
     targets = [t for _, t in available] + [p for p in MEMORY_PARTS if resolver.source.variable(p) is not None]
     point = resolver.resolve_many(targets, scenario)
-    dists = sorted([Distribution(n, "normal", a.value, a.sd) for n, a in scenario.assignments.items() if a.sd]
-                   + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
+    dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
     intervals = _intervals(resolver, scenario, targets, dists, samples, seed) if dists else {}
     figures = []
     for label, target in available:
@@ -128,7 +133,7 @@ def _intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists
         if res.value is not None:
             out[target] = {p: res.value for p in (5, 50, 95)}
             continue
-        fn = sympy.lambdify(symbols, res.symbolic, modules="numpy")
+        fn = vectorize(symbols, res.symbolic)
         values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (samples,)) / scale
         finite = values[np.isfinite(values)]
         if finite.size:

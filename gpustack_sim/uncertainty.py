@@ -8,6 +8,7 @@ is read with a regular expression and the quantity parser, never evaluated.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -68,6 +69,17 @@ def parse_spec(text: str, scenarios: ScenarioBuilder) -> Distribution:
     return Distribution(name, kind, first, second)
 
 
+_VMIN, _VMAX = sympy.Function("vmin"), sympy.Function("vmax")
+_ELEMENTWISE = {"vmin": lambda *a: functools.reduce(np.minimum, a), "vmax": lambda *a: functools.reduce(np.maximum, a)}
+
+
+def vectorize(symbols: list, expr: sympy.Basic):
+    """Compile `expr` to a numpy function of `symbols`, elementwise throughout: lambdify's Min/Max stack
+    their arguments, which fails when one is a scalar and another an array."""
+    expr = expr.replace(sympy.Min, lambda *a: _VMIN(*a)).replace(sympy.Max, lambda *a: _VMAX(*a))
+    return sympy.lambdify(symbols, expr, modules=[_ELEMENTWISE, "numpy"])
+
+
 def percentiles(values: np.ndarray) -> dict[int, float]:
     return {p: float(v) for p, v in zip(PERCENTILES, np.percentile(values, PERCENTILES))}
 
@@ -109,7 +121,7 @@ class MonteCarlo:
         if res.value is not None:
             return (lambda *arrays: np.full(len(arrays[0]) if arrays else 1, res.value * meta["scale"])), res
         symbols = [self.resolver._sym(n) for n in sampled]
-        return sympy.lambdify(symbols, res.symbolic, modules="numpy"), res
+        return vectorize(symbols, res.symbolic), res
 
     def run(self, target: str, scenario: Scenario, dists: list[Distribution], n: int, seed: int) -> Summary:
         if n < 2:

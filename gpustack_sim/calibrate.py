@@ -1,0 +1,296 @@
+"""Calibration and validation against measured training iterations.
+
+Each CSV row (the columns of `training_iterations.csv`) becomes a run; the step time is resolved
+symbolically in the fitted parameters and compiled once per row, and a damped Gauss-Newton fit on log
+residuals finds the parameters. Deterministic: no random start, no sampling.
+
+Only the files in the calibration data folder may be fitted to; `validate` only predicts and scores.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import sympy
+
+from gpustack_compiler.errors import UsageError
+
+from .resolver import ResolveError, Resolver
+from .run import RunSpec
+from .scenario import Scenario, ScenarioBuilder
+from .estimate import build_scenario
+from .uncertainty import vectorize
+
+# Hardware keys of the calibration data -> presets that describe that machine.
+HARDWARE_PRESETS = {
+    "nvidia_a100_sxm4_80gb": ["gpu_a100_sxm", "dgx_a100_node", "infiniband_hdr_fat_tree"],
+    "nvidia_h100_sxm5_80gb": ["gpu_h100_sxm", "dgx_h100_node", "infiniband_ndr_fat_tree"],
+}
+PRECISION_PRESETS = {"fp16": "precision_bf16_mixed", "bf16": "precision_bf16_mixed"}
+COLUMNS = ["model", "hardware", "precision", "hidden", "ffn_hidden", "heads", "layers", "seq_len", "vocab",
+           "gpus", "tp", "pp", "dp", "global_batch", "micro_batch", "pipeline_interleaving", "recompute",
+           "sequence_parallel"]
+MEASURES = {"seconds_per_iteration": "training.t_step"}
+FLOPS_CONVENTIONS = {"model": "training.achieved_flops_model",
+                     "megatron_recompute": "training.achieved_flops_megatron"}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One fitted value assigned to every root of its group (roots the data cannot tell apart)."""
+
+    key: str
+    roots: tuple[str, ...]
+    initial: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A root needing calibration that the data cannot separate from a fitted parameter: held at a
+    stated value during the fit, and written into the calibration preset with the reason."""
+
+    root: str
+    value: float
+    units: str
+    reason: str
+
+
+# Fitted: what the iteration times identify. Everything else in the prediction comes from presets.
+PARAMETERS = (
+    Parameter("gemm_efficiency", ("kernel.gemm.efficiency_large", "kernel.attn.efficiency_large"), 0.7, 0.05, 1.0),
+    Parameter("memory_efficiency", ("kernel.mem.efficiency",), 0.7, 0.05, 1.0),
+    Parameter("link_efficiency", ("link.intra.efficiency", "link.inter.efficiency"), 0.7, 0.05, 1.0),
+)
+FIXED = (
+    Fixed("kernel.elementwise.fusion_factor", 1.0, "1",
+          "confounded with memory efficiency (time = fusion x bytes / (efficiency x bandwidth)); held at 1, so "
+          "the fitted memory efficiency absorbs fusion"),
+    Fixed("col.overlap.layer_fraction", 0.0, "1",
+          "Megatron-LM's tensor-parallel all-reduces sit on the critical path (Korthikanti et al. 2022, "
+          "Sec. 4.2.2); held at no overlap"),
+    Fixed("col.overlap.dp_fraction", 0.0, "1",
+          "every row of the data has dp = 1, so gradient all-reduce overlap is not identifiable; held at no overlap "
+          "(the conservative end)"),
+    Fixed("col.overlap.pp_fraction", 0.0, "1",
+          "pipeline sends are not overlapped in the schedules of the data; held at no overlap"),
+    Fixed("training.overhead_fraction", 0.0, "1",
+          "confounded with the fitted efficiencies in eight rows; held at zero, so they absorb it"),
+    Fixed("link.intra.sw_latency", 0.0, "s",
+          "messages in the data are tens of MB, where the bandwidth term dominates; latency is not identifiable "
+          "and the fitted link efficiency absorbs it"),
+    Fixed("link.intra.switch_latency", 0.0, "s", "as link.intra.sw_latency"),
+    Fixed("link.inter.sw_latency", 0.0, "s", "as link.intra.sw_latency"),
+    Fixed("link.inter.switch_latency", 0.0, "s", "as link.intra.sw_latency"),
+)
+
+
+@dataclass
+class Row:
+    index: int  # 1-based data row (header is line 1 of the file's table)
+    line: int
+    label: str
+    run: RunSpec
+    target: str
+    measured: float  # in the target's declared units
+
+
+def _bool(text: str, where: str) -> bool:
+    if text.strip().lower() in ("true", "1", "yes"):
+        return True
+    if text.strip().lower() in ("false", "0", "no"):
+        return False
+    raise UsageError(f"{where}: expected true or false, got {text!r}")
+
+
+def read_rows(path: Path, extra_presets: list[str]) -> list[Row]:
+    """Rows of a CSV with the calibration columns plus a measured figure; errors name the row."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    body = [(n + 1, line) for n, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
+    if not body:
+        raise UsageError(f"{path}: no header and no rows")
+    reader = csv.DictReader([line for _, line in body])
+    header = reader.fieldnames or []
+    absent = [c for c in COLUMNS if c not in header]
+    if absent:
+        raise UsageError(f"{path}:{body[0][0]}: missing column(s) {', '.join(absent)}")
+    rows = []
+    for i, record in enumerate(reader):
+        line = body[i + 1][0]
+        where = f"{path}:{line} (row {i + 1})"
+        try:
+            rows.append(_row(i + 1, line, record, where, extra_presets))
+        except (ValueError, KeyError) as exc:
+            raise UsageError(f"{where}: {exc}") from None
+    if not rows:
+        raise UsageError(f"{path}: no data rows")
+    return rows
+
+
+def _row(index: int, line: int, r: dict, where: str, extra_presets: list[str]) -> Row:
+    hardware = r["hardware"]
+    if hardware not in HARDWARE_PRESETS:
+        raise UsageError(f"{where}: unknown hardware key {hardware!r} (known: {', '.join(sorted(HARDWARE_PRESETS))})")
+    precision = PRECISION_PRESETS.get(r["precision"])
+    if precision is None:
+        raise UsageError(f"{where}: unknown precision {r['precision']!r} (known: {', '.join(PRECISION_PRESETS)})")
+    recompute = r["recompute"]
+    if recompute not in ("none", "selective", "full"):
+        raise UsageError(f"{where}: recompute must be none, selective or full, not {recompute!r}")
+    num = {k: int(r[k]) for k in ("hidden", "ffn_hidden", "heads", "layers", "seq_len", "vocab", "gpus", "tp",
+                                  "pp", "dp", "global_batch", "micro_batch", "pipeline_interleaving")}
+    if r.get("seconds_per_iteration", "").strip():
+        target, measured = "training.t_step", float(r["seconds_per_iteration"])
+    elif r.get("tflops_per_gpu", "").strip():
+        convention = r.get("flops_convention", "").strip()
+        if convention not in FLOPS_CONVENTIONS:
+            raise UsageError(f"{where}: tflops_per_gpu needs flops_convention model or megatron_recompute")
+        target, measured = FLOPS_CONVENTIONS[convention], float(r["tflops_per_gpu"])
+    else:
+        raise UsageError(f"{where}: needs seconds_per_iteration, or tflops_per_gpu with flops_convention")
+    if measured <= 0 or not np.isfinite(measured):
+        raise UsageError(f"{where}: the measured figure must be a positive number")
+    try:
+        run = RunSpec.model_validate({
+            "name": r["model"],
+            "model": {"layers": num["layers"], "hidden": num["hidden"], "ffn_hidden": num["ffn_hidden"],
+                      "heads": num["heads"], "vocab": num["vocab"], "seq_len": num["seq_len"],
+                      "learned_positions": True},
+            "layout": {"tp": num["tp"], "pp": num["pp"], "dp": num["dp"], "micro_batch": num["micro_batch"],
+                       "global_batch": num["global_batch"], "interleave": num["pipeline_interleaving"],
+                       "recompute": recompute, "sequence_parallel": _bool(r["sequence_parallel"], where)},
+            "gpus": num["gpus"], "tokens": f"{num['global_batch'] * num['seq_len']} token",
+            "precision": precision, "hardware": HARDWARE_PRESETS[hardware],
+            "presets": ["estimate_defaults", *extra_presets],
+        })
+    except ValueError as exc:
+        raise UsageError(f"{where}: {str(exc).splitlines()[-1].strip()}") from None
+    label = f"{r['model']} {recompute}"
+    return Row(index, line, label, run, target, measured)
+
+
+class RowModels:
+    """Each row's figure as a compiled function of the fitted parameters (in base units)."""
+
+    def __init__(self, resolver: Resolver, scenarios: ScenarioBuilder, rows: list[Row], params=PARAMETERS,
+                 fixed=FIXED):
+        self.resolver, self.rows, self.params = resolver, rows, params
+        held_at = scenarios.build([], [f"{f.root}={f.value} {f.units}" for f in fixed], [])
+        self.symbols = [sympy.Symbol(p.key, positive=True) for p in params]
+        self.functions = []
+        for row in rows:
+            scenario = build_scenario(scenarios, row.run)
+            scenario.assignments.update(held_at.assignments)
+            roots = [r for p in params for r in p.roots]
+            held = Scenario({k: v for k, v in scenario.assignments.items() if k not in roots},
+                            dict(scenario.variants), list(scenario.presets), frozenset(roots), list(scenario.modes))
+            try:
+                res = resolver.resolve(row.target, held)
+            except ResolveError as exc:
+                raise UsageError(f"row {row.index} ({row.label}): {exc.message}", exc.hint) from None
+            if res.missing:
+                raise UsageError(f"row {row.index} ({row.label}): {row.target} still needs "
+                                 f"{', '.join(sorted(res.missing))}", "add them to a preset")
+            expr = res.symbolic if res.value is None else sympy.Float(res.value * self._scale(row.target))
+            tie = {resolver._sym(r): s for p, s in zip(params, self.symbols) for r in p.roots}
+            self.functions.append(vectorize(self.symbols, expr.xreplace(tie)))
+
+    def _scale(self, name: str) -> float:
+        return self.resolver.source.variable(name)["scale"]
+
+    def predict(self, theta: np.ndarray) -> np.ndarray:
+        """Predictions in each row's declared units."""
+        return np.array([float(f(*theta)) / self._scale(r.target) for f, r in zip(self.functions, self.rows)])
+
+
+@dataclass
+class Fit:
+    values: dict[str, float]
+    sds: dict[str, float | None]  # None: the parameter ended at a bound (not identified)
+    predicted: list[float]
+    iterations: int
+
+
+def fit(models: RowModels, max_iterations: int = 200) -> Fit:
+    """Levenberg-Marquardt on log(predicted / measured), parameters clipped to their bounds."""
+    measured = np.array([r.measured for r in models.rows])
+    lo = np.array([p.low for p in models.params])
+    hi = np.array([p.high for p in models.params])
+    theta = np.array([p.initial for p in models.params])
+
+    def residuals(t: np.ndarray) -> np.ndarray:
+        return np.log(models.predict(t) / measured)
+
+    def jacobian(t: np.ndarray) -> np.ndarray:
+        cols = []
+        for j in range(len(t)):
+            h = 1e-6 * max(abs(t[j]), 1e-3)
+            up, down = t.copy(), t.copy()
+            up[j], down[j] = min(t[j] + h, hi[j]), max(t[j] - h, lo[j])
+            cols.append((residuals(up) - residuals(down)) / (up[j] - down[j]))
+        return np.stack(cols, axis=1)
+
+    lam, r = 1e-3, residuals(theta)
+    cost = float(r @ r)
+    iterations = 0
+    for iterations in range(1, max_iterations + 1):
+        J = jacobian(theta)
+        A, g = J.T @ J, J.T @ r
+        step = np.linalg.solve(A + lam * np.diag(np.diag(A) + 1e-12), -g)
+        trial = np.clip(theta + step, lo, hi)
+        r_trial = residuals(trial)
+        cost_trial = float(r_trial @ r_trial)
+        if cost_trial < cost:
+            converged = abs(cost - cost_trial) <= 1e-14 * max(cost, 1e-30)
+            theta, r, cost, lam = trial, r_trial, cost_trial, lam / 3
+            if converged or np.max(np.abs(step)) <= 1e-10:
+                break
+        else:
+            lam *= 5
+            if lam > 1e12:
+                break
+    J = jacobian(theta)
+    dof = max(len(r) - len(theta), 1)
+    cov = np.linalg.pinv(J.T @ J) * (cost / dof)
+    sds = np.sqrt(np.clip(np.diag(cov), 0, None))
+    keys = [p.key for p in models.params]
+    # A parameter stopped by its bound is not identified by the data: it gets no uncertainty.
+    at_bound = {k for k, t, a, b in zip(keys, theta, lo, hi) if min(t - a, b - t) <= 1e-9 * max(abs(b), 1.0)}
+    return Fit(dict(zip(keys, map(float, theta))),
+               {k: (None if k in at_bound else float(sd)) for k, sd in zip(keys, sds)},
+               list(map(float, models.predict(theta))), iterations)
+
+
+def errors(predicted: list[float], measured: list[float]) -> dict:
+    p, m = np.array(predicted), np.array(measured)
+    rel = (p - m) / m
+    return {"mape": float(np.mean(np.abs(rel))), "max_abs_error": float(np.max(np.abs(rel))),
+            "bias": float(np.mean(rel))}
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    def ranks(x):
+        order = np.argsort(x, kind="stable")
+        out = np.empty(len(x))
+        out[order] = np.arange(len(x))
+        return out
+
+    ra, rb = ranks(np.array(a)), ranks(np.array(b))
+    if len(a) < 2 or np.std(ra) == 0 or np.std(rb) == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def data_hash(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
