@@ -1,0 +1,85 @@
+"""Benchmarks for estimates, Monte Carlo and sweeps (issue: predict a training run).
+
+Targets: the `gpustack estimate` process in at most 2 s of wall time; 10,000 Monte Carlo samples of
+cost per token in at most 1 s; sweep throughput of at least 100,000 layouts per second.
+
+    python benchmarks/bench_estimate.py [--run runs/llama70b_1024xh100.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gpustack_compiler import pipeline
+from gpustack_compiler.source import ManifestSource
+from gpustack_compiler.units import UnitSystem
+from gpustack_sim.resolver import Resolver
+from gpustack_sim.run import load_run
+from gpustack_sim.scenario import ScenarioBuilder
+from gpustack_sim.sweep import parse_grid, sweep
+from gpustack_sim.uncertainty import MonteCarlo, parse_spec
+
+REPO = Path(__file__).resolve().parent.parent
+GRID = ["tp=1,2,4,8", "pp=1,2,4,5,8,10,16,20", "dp=1,2,4,8,16,32,64,128,256,512,1024",
+        "micro_batch=1,2,4,8", "interleave=1,2,4,5", "recompute=none,selective,full", "sequence_parallel=0,1",
+        "zero_stage=0,1,2,3"]
+
+
+def row(name: str, value: float, unit: str, target: str, ok: bool | None) -> str:
+    verdict = "" if ok is None else ("  ok" if ok else "  MISSED")
+    return f"{name:<52}{value:>12.3f} {unit:<10}{target:>10}{verdict}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--run", type=Path, default=REPO / "runs" / "llama70b_1024xh100.yaml")
+    parser.add_argument("--catalog", type=Path, default=REPO / "catalog")
+    args = parser.parse_args()
+    lines = [f"{'benchmark':<52}{'value':>12} {'unit':<10}{'target':>10}"]
+    with tempfile.TemporaryDirectory() as build:
+        manifest = pipeline.run(args.catalog, Path(build), write_manifest=True).manifest
+        if manifest is None:
+            raise SystemExit("the catalog has errors: run `gpustack check`")
+        cmd = [sys.executable, "-c", "from gpustack_sim.cli import main; main()", "--catalog", str(args.catalog),
+               "--build-dir", build, "estimate", str(args.run)]
+        walls = []
+        for _ in range(3):
+            start = time.perf_counter()
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            walls.append(time.perf_counter() - start)
+            if res.returncode:
+                raise SystemExit(f"estimate failed: {res.stderr}")
+        wall = statistics.median(walls)
+        lines.append(row("gpustack estimate process, median wall", wall, "s", "<= 2", wall <= 2))
+
+        resolver = Resolver(ManifestSource(manifest), UnitSystem.from_manifest(manifest["units"]))
+        scenarios = ScenarioBuilder(manifest)
+        scenario = scenarios.build(["dense_training_cost_fixture"], [], [])
+        dists = [parse_spec(s, scenarios) for s in (
+            "gpu.power.total~normal(0.5 kW, 50 W)", "training.compute_efficiency~uniform(0.4, 0.6)",
+            "econ.power.price_kwh_peak~lognormal(0.36 USD/kWh, 0.2)")]
+        mc = MonteCarlo(resolver)
+        mc.run("econ.cost.per_token", scenario, dists, 100, seed=0)  # warm-up: parse relations once
+        start = time.perf_counter()
+        mc.run("econ.cost.per_token", scenario, dists, 10000, seed=0)
+        t = time.perf_counter() - start
+        lines.append(row("10,000 Monte Carlo samples of cost per token", t, "s", "<= 1", t <= 1))
+
+        run = load_run(args.run)
+        grid = parse_grid(GRID)
+        result = sweep(resolver, scenarios, run, grid, "tokens_per_sec", 10)
+        rate = result.evaluated / result.seconds
+        lines.append(row(f"sweep: {result.evaluated:,} layouts ({result.valid:,} valid)", result.seconds, "s", "-",
+                         None))
+        lines.append(row("sweep throughput, end to end", rate / 1000, "k layout/s", ">= 100", rate >= 1e5))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
