@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from . import models as m
 from .expressions import ANY, DimensionInference, ExprError, Parsed, is_keyword_free, parse
 from .fileset import catalog_files, content_hash
-from .findings import Findings, Level
+from .findings import Findings
 from .suggest import did_you_mean
 from .units import Unit, UnitError, UnitSystem
 from .yaml_lines import LinedDict, YamlError, line_at, load

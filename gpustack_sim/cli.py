@@ -11,7 +11,7 @@ import typer
 from gpustack_compiler.cli import app
 from gpustack_compiler.errors import EXIT_INFRA, GpustackError
 
-from . import commands  # noqa: F401  (registers the engine's commands on the app)
+from . import cmd_calibration, cmd_resolve, cmd_run, cmd_scenario  # noqa: F401  (register their commands)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gpustack_sim.run  # noqa: F401  (the engine registers the run-file schema, as the CLI does)
 from gpustack_compiler import schema as schema_mod
 from gpustack_compiler.expressions import ExprError, parse
 from helpers import CATALOG, REPO, mini_catalog
@@ -117,6 +118,7 @@ def test_check_formats_and_exit_codes(tmp_path: Path) -> None:
 
 
 def test_committed_schemas_are_fresh() -> None:
+    assert "run.schema.json" in schema_mod.SCHEMA_FILES
     assert schema_mod.stale(REPO / "schemas") == []
 
 

@@ -1,0 +1,83 @@
+"""`gpustack resolve`: one target, with trace, missing roots, checks and optional Monte Carlo."""
+
+from __future__ import annotations
+
+import typer
+
+from gpustack_compiler.cli import JsonOpt, Neo4jOpt, app, err, out
+
+from .engine import Engine, fmt
+from .resolver import Resolution
+from .uncertainty import MonteCarlo, parse_spec
+
+
+@app.command()
+def resolve(ctx: typer.Context, target: str,
+            preset: list[str] = typer.Option([], "--preset", help="Preset(s) to apply, in order; later ones win."),
+            assign: list[str] = typer.Option([], "--assign", help="NAME=VALUE with units, e.g. gpu.power.total='0.5 kW'."),
+            variant: list[str] = typer.Option([], "--variant", help="NAME=KEY variant selection."),
+            mode: list[str] = typer.Option([], "--mode", help="Variant KEY chosen wherever a variable has it "
+                                           "(dense, gqa, adamw, ...); --variant wins."),
+            trace: bool = typer.Option(False, "--trace", help="Show every step."),
+            missing_families: bool = typer.Option(False, "--missing-families", help="List missing roots by family."),
+            constraints: bool = typer.Option(False, "--constraints", help="Show constraint, bound and validity checks."),
+            fail_on_violated: bool = typer.Option(False, "--fail-on-violated-constraints",
+                                                  help="Exit 1 if any check is violated."),
+            fallback: bool = typer.Option(False, "--fallback-on-invalid",
+                                          help="Use another definition when an approximation's validity fails."),
+            solve: bool = typer.Option(False, "--solve", help="Solve small groups of equations for missing roots."),
+            sample: list[str] = typer.Option([], "--sample", help="NAME~normal(mu, sd) | lognormal(median, sigma) "
+                                             "| uniform(low, high): Monte Carlo over this root."),
+            samples: int = typer.Option(10000, "--samples", help="Monte Carlo sample count."),
+            seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
+            as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
+    """Resolve TARGET from presets and assignments, with trace, missing roots and checks."""
+    engine = Engine(ctx, neo4j)
+    engine.require_variable(target)
+    scenario = engine.scenarios.build(preset, assign, variant, mode)
+    res = engine.resolver.resolve(target, scenario, fallback_on_invalid=fallback, solve=solve)
+    data = {**res.as_dict(), "presets": scenario.presets}
+    lines = [f"{target} = {fmt(res.value, res.expression, res.units)}"]
+    if sample:
+        dists = [parse_spec(s, engine.scenarios) for s in sample]
+        summary = MonteCarlo(engine.resolver).run(target, scenario, dists, samples, seed)
+        data["uncertainty"] = summary.as_dict()
+        p = summary.percentiles
+        lines.append(f"  p5 {p[5]:.6g}  p50 {p[50]:.6g}  p95 {p[95]:.6g} {res.units}  (mean {summary.mean:.6g}, "
+                     f"sd {summary.sd:.3g}; {samples} samples, seed {seed})")
+        lines.extend(f"  sampled {k} ~ {v}" for k, v in summary.inputs.items())
+    if res.missing:
+        lines.append(f"  symbolic in {len(res.missing)} missing root(s): {', '.join(sorted(res.missing))}")
+    if missing_families and res.missing:
+        lines.append("missing roots by family:")
+        for family, info in res.missing_by_family().items():
+            lines.append(f"  {family} ({info['category']}): {', '.join(info['roots'])}")
+    if res.solved:
+        lines.append("solved: " + ", ".join(f"{k} = {v:.10g}" for k, v in sorted(res.solved.items())))
+    if res.fallbacks:
+        lines.append("fallbacks: " + "; ".join(res.fallbacks))
+    if trace:
+        lines.append("trace:")
+        lines.extend(_trace_lines(res))
+    if constraints or res.violated:
+        shown = res.checks if constraints else res.violated
+        lines.append("checks:")
+        lines.extend(f"  {c.status:<12} {c.kind:<10} {c.name}: {c.detail}" for c in shown)
+    out(data, "\n".join(lines), as_json)
+    if fail_on_violated and res.violated:
+        if not as_json:
+            err(f"{len(res.violated)} check(s) violated")
+        raise typer.Exit(1)
+
+
+def _trace_lines(res: Resolution) -> list[str]:
+    lines = []
+    for s in res.trace:
+        value = f"{s.value:.10g}" if isinstance(s.value, float) else s.value
+        how = s.relation or s.kind
+        tag = f" [{s.kind}{' ' + s.variant if s.variant else ''}]" if s.relation else ""
+        ins = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in s.inputs.items())
+        units = f" {s.units}" if s.units != "1" else ""
+        lines.append(f"  {s.variable} = {value}{units}  <- {how}{tag}" + (f" ({ins})" if ins else "")
+                     + (f"  # {s.note}" if s.note else ""))
+    return lines
