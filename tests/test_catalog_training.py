@@ -22,17 +22,19 @@ def value(cat: Engine, target: str, presets=(), assign=(), variants=()) -> float
 
 
 PIPE = ["par.pp=8", "arch.global_batch=8", "par.dp=1", "par.micro_batch=1"]
+ONE_F_ONE_B = ["par.pipeline.bubble_fraction=interleaved_1f1b"]
 
 
 def test_1f1b_bubble_makes_the_step_15_8_of_bubble_free(cat: Engine) -> None:
     bubble_free = value(cat, "training.t_step", [FIXTURE], ["training.t_exposed_comm=0 s"])
-    piped = value(cat, "training.t_step", [FIXTURE], PIPE + ["par.pp_interleave=1", "training.t_exposed_comm=0 s"])
+    piped = value(cat, "training.t_step", [FIXTURE], PIPE + ["par.pp_interleave=1", "training.t_exposed_comm=0 s"],
+                  ONE_F_ONE_B)
     assert piped / bubble_free == pytest.approx(15 / 8, rel=1e-12)
 
 
 @pytest.mark.parametrize("v", [1, 2, 3, 4])
 def test_interleaving_shrinks_the_bubble_by_v(cat: Engine, v: int) -> None:
-    frac = value(cat, "par.pipeline.bubble_fraction", assign=PIPE + [f"par.pp_interleave={v}"])
+    frac = value(cat, "par.pipeline.bubble_fraction", assign=PIPE + [f"par.pp_interleave={v}"], variants=ONE_F_ONE_B)
     assert frac == pytest.approx((8 - 1) / (8 * v), rel=1e-12)
 
 
