@@ -161,9 +161,11 @@ def _row(index: int, line: int, r: dict, where: str, extra_presets: list[str]) -
     try:
         run = RunSpec.model_validate({
             "name": r["model"],
+            # GPT-style models of the Megatron-LM papers: learned positions, dropout 0.1, no fused attention.
             "model": {"layers": num["layers"], "hidden": num["hidden"], "ffn_hidden": num["ffn_hidden"],
                       "heads": num["heads"], "vocab": num["vocab"], "seq_len": num["seq_len"],
-                      "learned_positions": True},
+                      "learned_positions": True, "dropout": True},
+            "kernels": {"flash_attention": False, "fp32_logits": True},
             "layout": {"tp": num["tp"], "pp": num["pp"], "dp": num["dp"], "micro_batch": num["micro_batch"],
                        "global_batch": num["global_batch"], "interleave": num["pipeline_interleaving"],
                        "recompute": recompute, "sequence_parallel": _bool(r["sequence_parallel"], where)},

@@ -103,7 +103,7 @@ def validate_cmd(ctx: typer.Context, runs_csv: Path = typer.Argument(..., help="
                  as_json: bool = JsonOpt) -> None:
     """Predict measured runs with the calibrated model and score the predictions."""
     from .calibrate import errors, read_rows, spearman
-    from .estimate import build_scenario, _intervals
+    from .estimate import build_scenario, intervals
 
     engine = Engine(ctx, False)
     rows = read_rows(runs_csv, ["calibration"])
@@ -118,7 +118,7 @@ def validate_cmd(ctx: typer.Context, runs_csv: Path = typer.Argument(..., help="
             raise UsageError(f"{runs_csv}:{row.line} (row {row.index}): {row.target} still needs "
                              f"{', '.join(sorted(res.missing))}")
         dists = fitted_distributions(scenario)
-        band = _intervals(engine.resolver, scenario, [row.target], dists, samples, seed).get(row.target) \
+        band = intervals(engine.resolver, scenario, [row.target], dists, samples, seed).get(row.target) \
             if dists else None
         table.append({"row": row.index, "run": row.label, "target": row.target, "units": res.units,
                       "measured": row.measured, "predicted": res.value,

@@ -59,9 +59,15 @@ def estimate_lines(est: Estimate) -> list[str]:
     if mem["status"] != "unknown":
         parts = ", ".join(f"{k.rsplit('.', 1)[-1]} {v['value']:.4g} {v['units']}" for k, v in mem["breakdown"].items()
                           if v["value"] is not None)
-        lines.append(f"memory: {mem['per_gpu']:.4g} {mem['per_gpu_units']} per GPU of {mem['capacity']:.4g} "
-                     f"{mem['capacity_units']}: {mem['status'].upper() if mem['status'] != 'fits' else 'fits'}"
-                     + (f" ({parts})" if parts else ""))
+        units, cap = mem["per_gpu_units"], f"{mem['capacity']:.4g} {mem['capacity_units']}"
+        if "per_gpu" in mem:
+            lines.append(f"memory: {mem['per_gpu']:.4g} {units} per GPU of {cap}: "
+                         f"{mem['status'] if mem['status'] == 'fits' else mem['status'].upper()}"
+                         + (f" ({parts})" if parts else ""))
+        else:
+            lines.append(f"memory: {mem['per_gpu_without_buffers']:.4g} {units} per GPU before runtime buffers, "
+                         f"of {cap}: {mem['status']} ({mem['headroom_for_buffers']:.4g} {units})"
+                         + (f"; {parts}" if parts else ""))
     missing: dict[str, set] = {}
     for f in est.figures:
         for name, meta in f.missing.items():

@@ -96,7 +96,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
     targets = [t for _, t in available] + [p for p in MEMORY_PARTS if resolver.source.variable(p) is not None]
     point = resolver.resolve_many(targets, scenario)
     dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
-    intervals = _intervals(resolver, scenario, targets, dists, samples, seed) if dists else {}
+    bands = intervals(resolver, scenario, targets, dists, samples, seed) if dists else {}
     figures = []
     for label, target in available:
         meta = resolver.source.variable(target)
@@ -107,7 +107,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
         else:
             fig.value, fig.missing = res.value, res.missing
             fig.relations = sum(1 for s in res.trace if s.relation)
-            fig.interval = intervals.get(target)
+            fig.interval = bands.get(target)
         figures.append(fig)
     memory = _memory(point, resolver)
     uncertain = {d.name: d.describe(resolver.source.variable(d.name)["scale"]) for d in dists}
@@ -116,7 +116,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
                     {t: r for t, r in point.items() if isinstance(r, Resolution)})
 
 
-def _intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists: list[Distribution],
+def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists: list[Distribution],
                samples: int, seed: int) -> dict[str, dict[int, float]]:
     names = [d.name for d in dists]
     held = Scenario({k: v for k, v in scenario.assignments.items() if k not in names}, dict(scenario.variants),
@@ -141,16 +141,27 @@ def _intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists
     return out
 
 
+BUFFERS = "par.memory.buffers"
+
+
 def _memory(point: dict, resolver: Resolver) -> dict:
+    """Memory per GPU against HBM capacity. Runtime buffers (context, allocator slack, communication
+    buckets) have no source and stay a missing root: then the fit is reported as the headroom left for
+    them, not decided by an invented number."""
     used, cap = point.get("par.memory.per_gpu"), point.get("mem.hbm.capacity")
-    if not isinstance(used, Resolution) or not isinstance(cap, Resolution) or used.value is None or cap.value is None:
+    if not isinstance(used, Resolution) or not isinstance(cap, Resolution) or cap.value is None:
         return {"status": "unknown"}
-
-    def base(res: Resolution) -> float:
-        return res.value * resolver.source.variable(res.target)["scale"]
-
-    parts = {p: point[p] for p in MEMORY_PARTS if isinstance(point.get(p), Resolution)}
-    return {"status": "fits" if base(used) <= base(cap) else "does not fit",
-            "per_gpu": used.value, "per_gpu_units": used.units, "capacity": cap.value, "capacity_units": cap.units,
-            "breakdown": {p: {"value": r.value, "units": r.units, "missing": sorted(r.missing)}
-                          for p, r in parts.items()}}
+    scale = resolver.source.variable("par.memory.per_gpu")["scale"]
+    capacity = cap.value * resolver.source.variable(cap.target)["scale"]
+    parts = {p: {"value": point[p].value, "units": point[p].units, "missing": sorted(point[p].missing)}
+             for p in MEMORY_PARTS if isinstance(point.get(p), Resolution)}
+    out = {"per_gpu_units": used.units, "capacity": cap.value, "capacity_units": cap.units, "breakdown": parts}
+    if used.value is not None:
+        fits = used.value * scale <= capacity
+        return {**out, "status": "fits" if fits else "does not fit", "per_gpu": used.value}
+    if set(used.missing) != {BUFFERS}:
+        return {**out, "status": "unknown", "missing": sorted(used.missing)}
+    without = float(used.symbolic.xreplace({resolver._sym(BUFFERS): 0}))
+    headroom = (capacity - without) / scale
+    status = "fits if buffers stay below the headroom" if headroom > 0 else "does not fit (before any buffers)"
+    return {**out, "status": status, "per_gpu_without_buffers": without / scale, "headroom_for_buffers": headroom}

@@ -44,6 +44,7 @@ class ModelSpec(_Strict):
     attention_context_fraction: Annotated[float, Field(gt=0, le=1, description=(
         "Share of the s x s score matrix computed: 1 in the Megatron/PaLM convention, 0.5 for causal "
         "kernels that skip masked blocks."))] = 1.0
+    dropout: Annotated[bool, Field(description="Dropout layers active (GPT-3 era), off in most current runs.")] = False
     moe: MoESpec | None = None
 
 
@@ -61,6 +62,11 @@ class LayoutSpec(_Strict):
     zero_stage: Literal[0, 1, 2, 3] = 0
 
 
+class KernelSpec(_Strict):
+    flash_attention: Annotated[bool, Field(description="Fused IO-aware attention (FlashAttention).")] = True
+    fp32_logits: Annotated[bool, Field(description="Logits cast to FP32 for the loss (Megatron-LM).")] = True
+
+
 class RunSpec(_Strict):
     """The run file (schemas/run.schema.json)."""
 
@@ -68,6 +74,7 @@ class RunSpec(_Strict):
     description: str | None = None
     model: ModelSpec
     layout: LayoutSpec
+    kernels: KernelSpec = KernelSpec()
     gpus: Annotated[int, Field(ge=1)]
     tokens: Annotated[str, Field(description="Token budget with its unit, e.g. '15e12 token' or '15 Ttoken'.")]
     precision: Annotated[str, Field(description="Precision preset, e.g. precision_bf16_mixed.")] = "precision_bf16_mixed"
@@ -110,6 +117,8 @@ class RunSpec(_Strict):
             "par.pp_interleave": lay.interleave, "par.recompute.mode": RECOMPUTE[lay.recompute],
             "par.sp": int(lay.sequence_parallel), "par.zero.stage": lay.zero_stage,
             "par.n_gpus": self.gpus, "training.total_tokens": self.tokens,
+            "arch.dropout": int(m.dropout), "kernel.attn.flash": int(self.kernels.flash_attention),
+            "arch.logits.bytes_per_value": "4 B" if self.kernels.fp32_logits else "2 B",
         }
         if m.moe:
             out.update({"arch.moe.n_routed_experts": m.moe.experts, "arch.moe.top_k": m.moe.top_k,

@@ -8,6 +8,7 @@ compiled with lambdify, and evaluated on the whole grid with numpy.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,8 +71,6 @@ class SweepResult:
 
 def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: dict[str, list], objective: str,
           top: int) -> SweepResult:
-    import time
-
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective {objective!r}: one of {', '.join(OBJECTIVES)}")
     target, sense = OBJECTIVES[objective]

@@ -1,0 +1,143 @@
+"""Predicting a training run: run files, estimates with intervals, calibration, validation, sweeps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import CATALOG, REPO
+from test_cli import run
+
+CALIBRATION = REPO.parent / "shared" / "data" / "calibration"
+RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
+
+
+def gp(build: Path, *args: str):
+    return run("--catalog", str(CATALOG), "--build-dir", str(build), *args)
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("build")
+
+
+@pytest.fixture(scope="module")
+def estimate(build: Path) -> dict:
+    res = gp(build, "estimate", str(RUN), "--json", "--samples", "2000")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def figure(est: dict, target: str) -> dict:
+    return next(f for f in est["figures"] if f["target"] == target)
+
+
+@pytest.mark.parametrize("target", ["training.t_step", "training.tokens_per_sec", "training.mfu", "training.hfu",
+                                    "training.achieved_flops_model", "training.achieved_flops_hardware"])
+def test_estimate_resolves_with_an_interval(estimate: dict, target: str) -> None:
+    fig = figure(estimate, target)
+    assert fig["error"] is None and fig["missing"] == [], fig
+    assert fig["p5"] <= fig["p50"] <= fig["p95"]
+    assert fig["p5"] <= fig["value"] * 1.000001 or fig["p5"] == fig["p95"]
+
+
+def test_estimate_is_physically_consistent(estimate: dict) -> None:
+    step = figure(estimate, "training.t_step")["value"]
+    tps = figure(estimate, "training.tokens_per_sec")["value"]
+    assert tps * step == pytest.approx(512 * 8192, rel=1e-9)  # global batch x sequence length per step
+    mfu, hfu = figure(estimate, "training.mfu")["value"], figure(estimate, "training.hfu")["value"]
+    assert 0 < mfu <= hfu < 1  # model FLOPs never exceed FLOPs including recomputation
+    mem = estimate["memory"]
+    # runtime buffers have no source: the fit is then stated as headroom left for them
+    assert mem["status"] in ("fits", "does not fit", "fits if buffers stay below the headroom",
+                             "does not fit (before any buffers)"), mem
+    if "headroom_for_buffers" in mem:
+        assert mem["per_gpu_without_buffers"] > 0
+        assert (mem["headroom_for_buffers"] > 0) == mem["status"].startswith("fits")
+
+
+def test_estimate_is_deterministic(build: Path, estimate: dict) -> None:
+    again = json.loads(gp(build, "estimate", str(RUN), "--json", "--samples", "2000").stdout)
+    assert again == estimate
+
+
+def test_estimate_trace_and_overrides(build: Path) -> None:
+    res = gp(build, "estimate", str(RUN), "--trace", "step time", "--set", "layout.micro_batch=2", "--samples", "200")
+    assert res.returncode == 0, res.stderr
+    assert "trace of training.t_step:" in res.stdout and "training.t_step.compose" in res.stdout
+
+
+@pytest.mark.parametrize("text,message", [
+    ("name: x\nmodel: {layers: 2}\n", "model.hidden: Field required"),
+    ("name: x\nmodel: {layers: 2, hidden: 8, ffn_hidden: 8, heads: 2, vocab: 8, seq_len: 8}\nlayout: {global_batch: 1, "
+     "tp: 2}\ngpus: 4\ntokens: 1e9 token\nhardware: [gpu_h100_sxm]\n", "layout tp*pp*dp*cp = 2 but gpus = 4"),
+    ("name: x\nmodel: [1, 2\n", "YAML syntax"),
+    ("name: x\ncolour: red\n", "colour: Extra inputs are not permitted"),
+])
+def test_bad_run_files(tmp_path: Path, build: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    res = gp(build, "estimate", str(path))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {path}:") and message in lines[0], res.stderr
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory, build: Path) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("cal") / "calibration.yaml"
+    res = gp(build, "calibrate", "--data", str(CALIBRATION), "--out", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout), out
+
+
+def test_calibration_reproduces_the_committed_preset(calibration) -> None:
+    data, out = calibration
+    assert out.read_text() == (CATALOG / "presets" / "calibration.yaml").read_text()
+    assert len(data["rows"]) == 8
+    assert data["mape"] < 0.15 and abs(data["bias"]) < 0.1
+
+
+def test_calibration_is_deterministic(build: Path, calibration, tmp_path: Path) -> None:
+    data, out = calibration
+    again = gp(build, "calibrate", "--data", str(CALIBRATION), "--out", str(tmp_path / "c.yaml"), "--json")
+    assert (tmp_path / "c.yaml").read_text() == out.read_text()
+    assert json.loads(again.stdout)["data_sha256"] == data["data_sha256"]
+
+
+def test_validate_scores_and_names_bad_rows(build: Path, calibration, tmp_path: Path) -> None:
+    data, _ = calibration
+    res = gp(build, "validate", str(CALIBRATION / "training_iterations.csv"), "--json", "--samples", "500")
+    assert res.returncode == 0, res.stderr
+    val = json.loads(res.stdout)
+    assert val["mape"] == pytest.approx(data["mape"], rel=1e-6)  # in-sample: the same predictions
+    assert val["spearman"] > 0.9 and 0 <= val["interval_coverage"] <= 1
+    lines = (CALIBRATION / "training_iterations.csv").read_text().splitlines()
+    header = next(line for line in lines if line.startswith("model,"))
+    row = next(line for line in lines if line.startswith("gpt3-175B"))
+    bad = tmp_path / "bad.csv"
+    bad.write_text(header + "\n" + row + "\n" + row.replace("nvidia_a100_sxm4_80gb", "tpu_v9") + "\n")
+    res = gp(build, "validate", str(bad))
+    assert res.returncode == 2 and f"{bad}:3 (row 2): unknown hardware key 'tpu_v9'" in res.stderr
+    flops = tmp_path / "flops.csv"
+    flops.write_text(header.replace("seconds_per_iteration", "tflops_per_gpu,flops_convention") + "\n"
+                     + row.rsplit(",", 1)[0] + ",140,megatron_recompute\n")
+    res = gp(build, "validate", str(flops), "--json", "--samples", "200")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["rows"][0]["target"] == "training.achieved_flops_megatron"
+
+
+def test_sweep_ranks_and_counts_rejections(build: Path) -> None:
+    res = gp(build, "sweep", str(RUN), "--grid", "tp=1,2,4,8,16", "--grid", "pp=1,2,4,8",
+             "--grid", "micro_batch=1,2,4", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["evaluated"] == 5 * 4 * 3 and out["valid"] + sum(out["rejected"].values()) == out["evaluated"]
+    assert "heads not divisible by tp" not in out["rejected"]  # 64 heads divide by every tp here
+    assert out["rejected"].get("kv heads and tp do not divide each other", 0) == 0
+    scores = [r["tokens_per_sec"] for r in out["top"]]
+    assert scores == sorted(scores, reverse=True) and len(scores) >= 1
+    for r in out["top"]:
+        assert r["tp"] * r["pp"] * r["dp"] * r["cp"] == 1024 and 512 % (r["dp"] * r["micro_batch"]) == 0
