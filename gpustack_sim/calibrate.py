@@ -79,8 +79,9 @@ FIXED = (
           "(the conservative end)"),
     Fixed("col.overlap.pp_fraction", 0.0, "1",
           "pipeline sends are not overlapped in the schedules of the data; held at no overlap"),
-    Fixed("training.overhead_fraction", 0.0, "1",
-          "confounded with the fitted efficiencies in eight rows; held at zero, so they absorb it"),
+    Fixed("training.t_host_overhead", 0.0, "s",
+          "host-side time per step is confounded with the fitted efficiencies in eight rows; held at zero, so "
+          "they absorb it"),
     Fixed("link.intra.sw_latency", 0.0, "s",
           "messages in the data are tens of MB, where the bandwidth term dominates; latency is not identifiable "
           "and the fitted link efficiency absorbs it"),
@@ -171,7 +172,10 @@ def _row(index: int, line: int, r: dict, where: str, extra_presets: list[str]) -
                        "recompute": recompute, "sequence_parallel": _bool(r["sequence_parallel"], where)},
             "gpus": num["gpus"], "tokens": f"{num['global_batch'] * num['seq_len']} token",
             "precision": precision, "hardware": HARDWARE_PRESETS[hardware],
-            "presets": ["estimate_defaults", *extra_presets],
+            "presets": ["estimate_defaults", "megatron_lm_software", *extra_presets],
+            # The calibration runs had the fabric to themselves; time of flight (ns) is neglected against
+            # messages of tens of MB, and the link latencies are held at zero anyway (FIXED below).
+            "assign": {"link.queue.background_load": 0, "link.inter.cable_length": "0 m"},
         })
     except ValueError as exc:
         raise UsageError(f"{where}: {str(exc).splitlines()[-1].strip()}") from None

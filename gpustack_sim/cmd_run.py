@@ -15,17 +15,24 @@ from .engine import Engine, fmt
 from .estimate import Estimate, estimate
 from .run import load_run
 
+PresetOpt = typer.Option([], "--preset", help="Extra preset, applied after the run file's.")
+AssignOpt = typer.Option([], "--assign", help="Extra assignment NAME=VALUE (with units).")
+VariantOpt = typer.Option([], "--variant", help="Extra variant selection NAME=KEY.")
+ModeOpt = typer.Option([], "--mode", help="Extra variant mode KEY.")
+
 
 @app.command("estimate")
 def estimate_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run file (schemas/run.schema.json)."),
                  set_: list[str] = typer.Option([], "--set", help="Override a run-file field: layout.tp=4, gpus=512."),
+                 preset: list[str] = PresetOpt, assign: list[str] = AssignOpt, variant: list[str] = VariantOpt,
+                 mode: list[str] = ModeOpt,
                  sample: list[str] = typer.Option([], "--sample", help="Extra uncertain root: NAME~normal(mu, sd) ..."),
                  samples: int = typer.Option(10000, "--samples", min=2, help="Monte Carlo samples."),
                  seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
                  trace: list[str] = typer.Option([], "--trace", help="Show what a figure is made of (label or name)."),
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Step time, throughput, utilization, memory fit, energy and cost of a training run, with intervals."""
-    run = load_run(run_file, set_)
+    run = load_run(run_file, set_).with_extras(preset, assign, variant, mode)
     engine = Engine(ctx, neo4j)
     est = estimate(engine.resolver, engine.scenarios, run, samples, seed, sample)
     data = est.as_dict()
@@ -91,16 +98,19 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
                                             help="tokens_per_sec, cost_per_token, energy_per_token or step_time."),
               top: int = typer.Option(10, "--top", min=1, help="Valid layouts to show."),
               set_: list[str] = typer.Option([], "--set", help="Override a run-file field."),
+              preset: list[str] = PresetOpt, assign: list[str] = AssignOpt, variant: list[str] = VariantOpt,
+              mode: list[str] = ModeOpt,
               as_json: bool = JsonOpt) -> None:
     """Evaluate every layout on a grid; rank the valid ones, count the invalid ones by reason."""
     from .sweep import AXES, parse_grid, sweep
 
     if not grid:
         raise UsageError("--grid is required, e.g. --grid tp=1,2,4,8 --grid pp=1,2,4,8")
-    run = load_run(run_file, set_)
+    run = load_run(run_file, set_).with_extras(preset, assign, variant, mode)
     engine = Engine(ctx, False)
     result = sweep(engine.resolver, engine.scenarios, run, parse_grid(grid), objective, top)
     lines = [f"{result.evaluated} layouts evaluated in {result.seconds:.2f} s: {result.valid} valid"]
+    lines += [f"  note: {n}" for n in result.notes]
     for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
         lines.append(f"  rejected {count:>8}  {reason}")
     if result.top:

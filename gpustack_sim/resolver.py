@@ -28,17 +28,30 @@ class ResolveError(UsageError):
 
 @dataclass
 class Step:
+    """One step of a trace. Values are kept as computed (base units) and shown in declared units only when
+    rendered: turning large symbolic values into text on every step would dominate a resolution."""
+
     variable: str
     relation: str | None
     kind: str
     variant: str | None
-    inputs: dict[str, float | str]
-    value: float | str
+    raw_inputs: dict[str, tuple[object, float]]  # name -> (value in base units, scale of its unit)
+    raw_value: object
+    scale: float
     units: str
     note: str | None = None
 
+    @property
+    def inputs(self) -> dict[str, float | str]:
+        return {k: _show(v, sc) for k, (v, sc) in self.raw_inputs.items()}
+
+    @property
+    def value(self) -> float | str:
+        return _show(self.raw_value, self.scale)
+
     def as_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items()}
+        return {"variable": self.variable, "relation": self.relation, "kind": self.kind, "variant": self.variant,
+                "inputs": self.inputs, "value": self.value, "units": self.units, "note": self.note}
 
 
 @dataclass
@@ -56,7 +69,7 @@ class Check:
 class Resolution:
     target: str
     value: float | None
-    expression: str | None  # when symbolic
+    scale: float  # of the declared unit, to show a symbolic value in it
     units: str
     trace: list[Step] = field(default_factory=list)
     missing: dict[str, dict] = field(default_factory=dict)  # root -> {family, category}
@@ -64,6 +77,13 @@ class Resolution:
     fallbacks: list[str] = field(default_factory=list)
     solved: dict[str, float] = field(default_factory=dict)
     symbolic: sympy.Basic | None = None  # the value in base units when it depends on missing roots
+
+    @property
+    def expression(self) -> str | None:
+        """The symbolic value in declared units, as text (made only when asked for)."""
+        if self.symbolic is None:
+            return None
+        return str(self.symbolic / self.scale if self.scale != 1 else self.symbolic)
 
     @property
     def violated(self) -> list[Check]:
@@ -201,12 +221,11 @@ class Resolver:
         missing = {k: v for k, v in run.missing_meta().items() if k in depends}
         for name in depends & scenario.sampled:
             missing.pop(name, None)
-        res = Resolution(target, None, None, meta["units"], trace, missing, run.checks, run.fallbacks, solved)
+        res = Resolution(target, None, meta["scale"], meta["units"], trace, missing, run.checks, run.fallbacks, solved)
         if isinstance(value, float):
             res.value = value / meta["scale"]
         else:
             res.symbolic = value
-            res.expression = str(value / meta["scale"] if meta["scale"] != 1 else value)
         return res
 
 
@@ -267,8 +286,8 @@ class _Run:
     def _record(self, name, rel, kind, variant, inputs, value, note):
         meta = self.var_meta(name)
         self.values[name] = value
-        shown = {k: _show(v, self.scale(k)) for k, v in inputs.items()}
-        self.trace.append(Step(name, rel, kind, variant, shown, _show(value, meta["scale"]), meta["units"], note))
+        raw = {k: (v, self.scale(k)) for k, v in inputs.items()}
+        self.trace.append(Step(name, rel, kind, variant, raw, value, meta["scale"], meta["units"], note))
         self.check_domain(name, value)
         return value
 

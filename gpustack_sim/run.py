@@ -95,6 +95,22 @@ class RunSpec(_Strict):
             raise ValueError(f"layout tp*pp*dp*cp = {used} but gpus = {self.gpus}")
         return self
 
+    def with_extras(self, presets: list[str], assign: list[str], variants: list[str], modes: list[str]) -> "RunSpec":
+        """The run with command-line additions (applied after the run file's own)."""
+        def pairs(items: list[str], flag: str) -> dict[str, str]:
+            out = {}
+            for item in items:
+                name, sep, value = item.partition("=")
+                if not sep or not name.strip() or not value.strip():
+                    raise UsageError(f"{flag} {item!r}: expected NAME=VALUE")
+                out[name.strip()] = value.strip()
+            return out
+
+        return self.model_copy(update={
+            "presets": [*self.presets, *presets], "modes": [*self.modes, *modes],
+            "assign": {**self.assign, **pairs(assign, "--assign")},
+            "variants": {**self.variants, **pairs(variants, "--variant")}})
+
     def presets_in_order(self) -> list[str]:
         return [*self.hardware, self.precision, *self.presets]
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from gpustack_compiler.errors import UsageError
 
-from .estimate import build_scenario
+from .estimate import BUFFERS, build_scenario
 from .resolver import ResolveError, Resolver
 from .run import RECOMPUTE, RunSpec
 from .scenario import Scenario, ScenarioBuilder
@@ -64,6 +64,7 @@ class SweepResult:
     rejected: dict[str, int]
     top: list[dict]
     seconds: float
+    notes: list[str]
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -98,17 +99,23 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: di
     resolved = resolver.resolve_many(names, held)
     arrays = [columns[k] for k in AXES]
     values = {}
+    notes = []
     for name in names:
         res = resolved[name]
         if isinstance(res, ResolveError):
             raise UsageError(f"sweep: {name}: {res.message}", res.hint)
-        if res.missing:
+        expr = res.symbolic
+        if name == MEMORY[0] and set(res.missing) == {BUFFERS}:
+            # runtime buffers have no source: memory fit is judged before them (as the estimate states it)
+            expr = expr.xreplace({resolver._sym(BUFFERS): 0})
+            notes.append("memory fit judged before runtime buffers (par.memory.buffers has no source)")
+        elif res.missing:
             raise UsageError(f"sweep: {name} still needs {', '.join(sorted(res.missing))}", "add them to a preset")
         scale = resolver.source.variable(name)["scale"]
         if res.value is not None:
             values[name] = np.full(n, res.value * scale)
         else:
-            fn = vectorize([resolver._sym(v) for v in swept], res.symbolic)
+            fn = vectorize([resolver._sym(v) for v in swept], expr)
             with np.errstate(all="ignore"):
                 values[name] = np.broadcast_to(np.asarray(fn(*arrays), dtype=float), (n,))
     reasons = _rejections(run, columns, values, target)
@@ -127,7 +134,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: di
              objective: float(score[i]),
              "memory_per_gpu_GB": float(values[MEMORY[0]][i] / 8e9)} for i in order]
     return SweepResult(objective, target, resolver.source.variable(target)["units"], n, int(valid.sum()),
-                       rejected, rows, time.perf_counter() - start)
+                       rejected, rows, time.perf_counter() - start, notes)
 
 
 def _recompute_name(code: float) -> str:

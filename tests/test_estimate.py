@@ -74,7 +74,8 @@ def test_estimate_trace_and_overrides(build: Path) -> None:
     ("name: x\nmodel: {layers: 2, hidden: 8, ffn_hidden: 8, heads: 2, vocab: 8, seq_len: 8}\nlayout: {global_batch: 1, "
      "tp: 2}\ngpus: 4\ntokens: 1e9 token\nhardware: [gpu_h100_sxm]\n", "layout tp*pp*dp*cp = 2 but gpus = 4"),
     ("name: x\nmodel: [1, 2\n", "YAML syntax"),
-    ("name: x\ncolour: red\n", "colour: Extra inputs are not permitted"),
+    ("name: x\nmodel: {layers: 2, hidden: 8, ffn_hidden: 8, heads: 2, vocab: 8, seq_len: 8}\nlayout: {global_batch: 1}\n"
+     "gpus: 1\ntokens: 1e9 token\nhardware: [gpu_h100_sxm]\ncolour: red\n", "colour: Extra inputs are not permitted"),
 ])
 def test_bad_run_files(tmp_path: Path, build: Path, text: str, message: str) -> None:
     path = tmp_path / "bad.yaml"
