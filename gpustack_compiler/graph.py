@@ -59,6 +59,7 @@ class CatalogGraph:
             self.flow.add_edge(node, V + rel.output)
         self._order: list[str] | None = None
         self._bits: dict[str, int] | None = None
+        self._acyclic: bool | None = None
 
     # ---- structure ---------------------------------------------------------------------------
     def definitions(self, var: str) -> list[str]:
@@ -99,13 +100,17 @@ class CatalogGraph:
         return self._order
 
     def is_acyclic(self) -> bool:
-        return nx.is_directed_acyclic_graph(self.flow)
+        if self._acyclic is None:
+            self._acyclic = nx.is_directed_acyclic_graph(self.flow)
+        return self._acyclic
 
     # ---- cones -------------------------------------------------------------------------------
     def cone(self, var: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]:
         """Variables and constants reachable from `var`, with the number of relations crossed."""
         step = self.flow.predecessors if upstream else self.flow.successors
         start = V + var
+        if start not in self.flow:
+            raise KeyError(var)
         seen = {start: 0}
         queue = deque([start])
         while queue:

@@ -8,6 +8,7 @@ JSON alone on stdout with `--json`; failures are InfrastructureError (exit 3), m
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -106,7 +107,8 @@ def load_manifest(manifest: dict, manifest_path: Path, catalog: Path, uri: str |
         digest = mf.manifest_hash(manifest_path.read_text(encoding="utf-8"))
     except OSError:
         digest = None
-    res = load(manifest, settings, force=force, manifest_hash=digest, catalog=catalog)
+    res = load(manifest, settings, force=force, manifest_hash=digest, catalog=catalog,
+               loaded_by=os.environ.get("GPUSTACK_NEO4J_LOADED_BY") or "gpustack compile")
     text = (f"loaded into Neo4j at {settings.where}: {res['nodes']} nodes, {res['relationships']} relationships "
             f"in {res['seconds']:.2f} s (removed {res['removed_nodes']} stale nodes"
             + (f", {res['removed_foreign']} foreign nodes" if res["removed_foreign"] else "") + ")")

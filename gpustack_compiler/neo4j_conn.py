@@ -22,7 +22,8 @@ from .errors import InfrastructureError, UsageError
 DEFAULT_URI = "bolt://127.0.0.1:7687"
 DEFAULT_USER = "neo4j"
 SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
-CONNECT_TIMEOUT = 4.0  # seconds; connect + acquire stay well under the 10 s promised to users
+CONNECT_TIMEOUT = 3.0  # seconds for TCP connect + Bolt handshake
+ACQUIRE_TIMEOUT = 5.0  # seconds for a connection from the pool, all included: well under the 10 s promised
 
 # The driver logs (connection failures, server notifications) through `logging`; without a handler
 # Python's last-resort handler would print them on stderr next to our one-line error.
@@ -71,12 +72,12 @@ def driver(settings: Neo4jSettings):
         raise UsageError(f"bad Neo4j URI {settings.uri!r}", "use bolt://HOST:PORT or neo4j://HOST:PORT")
     try:
         return neo4j.GraphDatabase.driver(
-            settings.uri, auth=auth, connection_timeout=CONNECT_TIMEOUT, connection_acquisition_timeout=
-            CONNECT_TIMEOUT * 2, max_connection_lifetime=3600, notifications_min_severity="OFF",
-            user_agent="gpustack")
+            settings.uri, auth=auth, connection_timeout=CONNECT_TIMEOUT,
+            connection_acquisition_timeout=ACQUIRE_TIMEOUT, max_connection_lifetime=3600,
+            notifications_min_severity="OFF", user_agent="gpustack")
     except (ValueError, neo4j.exceptions.ConfigurationError) as exc:
         raise UsageError(f"bad Neo4j URI {settings.uri!r}: {exc}",
-                                  "use bolt://HOST:PORT or neo4j://HOST:PORT") from None
+                         "use bolt://HOST:PORT or neo4j://HOST:PORT") from None
 
 
 @contextlib.contextmanager
@@ -112,6 +113,10 @@ def translate(settings: Neo4jSettings, doing: str = "talking to") -> Iterator[No
 def _reason(exc: BaseException) -> str:
     """The useful end of a connection failure (`connection refused`, `timed out`, ...)."""
     text = _short(exc)
+    if "looks like HTTP" in text:
+        return "that port speaks HTTP, not Bolt (Neo4j's Bolt port is usually 7687)"
+    if "handshake" in text.lower() and ("deadline" in text.lower() or "timed out" in text.lower()):
+        return f"no Bolt handshake within {ACQUIRE_TIMEOUT:g} s"
     m = re.search(r"\[Errno -?\d+\] ([^)\]]+)", text) or re.search(r"\(reason ([^)]+)\)", text)
     if m:
         return m.group(1).strip().lower()

@@ -11,18 +11,20 @@ Graph model (data flows along the arrows)::
 plus the labels `:Root` and `:Leaf` on variables. Every node and relationship carries the marker
 property `gpustack_load` (the id of the compile that wrote it); nodes without it are foreign.
 
-Atomicity: constraints and indexes are created first (schema changes cannot share a transaction
-with data). Then ONE explicit transaction MERGEs every node and relationship in batches
-(`UNWIND $rows AS row MERGE ...`, one statement per label or relationship type), creates the new
-Build node, deletes whatever earlier compiles wrote that this one did not (renamed or removed
-entries, the old Build), checks the counts, and commits. Readers see the old graph until the
-commit; if the process fails or is killed before it, the server rolls the transaction back and
-the old graph stays as it was.
+Atomicity: constraints and indexes are created first when missing (schema changes cannot share a
+transaction with data). Then ONE explicit transaction MERGEs every node and relationship in batches
+(`UNWIND $rows AS row MERGE ...`: one statement per label, relation kind or relationship type, the
+relationships addressed by the element ids the node statements returned), creates the new Build
+node, deletes whatever earlier compiles wrote that this one did not (renamed or removed entries, the
+old Build), checks the counts, and commits. Readers see the old graph until the commit; if the
+process fails or is killed before it, the server rolls the transaction back and the old graph
+stays as it was (tests/test_neo4j_load.py SIGKILLs a load in flight to show it).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import uuid
@@ -51,7 +53,7 @@ class Plan:
     nodes: list[tuple[str, list[dict]]] = field(default_factory=list)       # (label, rows)
     relations: list[tuple[str, list[dict]]] = field(default_factory=list)   # (kind label, rows)
     labels: list[tuple[str, str, list[str]]] = field(default_factory=list)  # (node label, extra label, names)
-    edges: list[tuple[str, str, str, list[dict]]] = field(default_factory=list)  # (type, from, to, rows)
+    edges: list[tuple[str, list[dict]]] = field(default_factory=list)  # (type, [{a: (label, name), b: ...}])
     build: dict = field(default_factory=dict)
 
     @property
@@ -60,12 +62,17 @@ class Plan:
 
     @property
     def edge_count(self) -> int:
-        return sum(len(rows) for *_, rows in self.edges)
+        return sum(len(rows) for _, rows in self.edges)
 
 
-def dimension_text(dim: dict) -> str:
-    """`{"currency": "1", "token": "-1"}` -> `currency token^-1`; dimensionless -> `1`."""
-    return " ".join(k if str(v) == "1" else f"{k}^{v}" for k, v in dim.items()) or "1"
+def dimension_text(dim: dict, order: list[str] | None = None) -> str:
+    """`{"currency": "1", "token": "-1"}` -> `currency token^-1`; dimensionless -> `1`.
+
+    Base dimensions in the catalog's order (`order`), the rest alphabetically: the text must not
+    depend on the key order of the manifest dict (a manifest read back from JSON has sorted keys)."""
+    rank = {name: i for i, name in enumerate(order or [])}
+    keys = sorted(dim, key=lambda k: (rank.get(k, len(rank)), k))
+    return " ".join(k if str(dim[k]) == "1" else f"{k}^{dim[k]}" for k in keys) or "1"
 
 
 def _clean(props: dict) -> dict:
@@ -102,6 +109,7 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
     p = Plan(load)
     variables, constants, relations = manifest["variables"], manifest["constants"], manifest["relations"]
     references, systems = manifest.get("references", {}), manifest.get("systems", {})
+    order = [d["name"] for d in (manifest.get("units") or {}).get("base_dimensions", [])]
 
     p.nodes.append(("System", [{"name": n, "props": _clean({**s, "name": n, MARKER: load})}
                                for n, s in sorted(systems.items())]))
@@ -113,7 +121,7 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
         root = v.get("root") or {}
         var_rows.append({"name": n, "props": _clean({
             "name": n, "system": v.get("system"), "units": v.get("units"), "scale": v.get("scale"),
-            "dimension": dimension_text(v.get("dimension") or {}), "description": v.get("description"),
+            "dimension": dimension_text(v.get("dimension") or {}, order), "description": v.get("description"),
             "symbol": v.get("symbol"), "quantity": v.get("quantity"), "assumptions": v.get("assumptions") or [],
             "bounds": v.get("bounds"), "references": v.get("references") or [], "is_root": bool(v.get("is_root")),
             "is_leaf": bool(v.get("is_leaf")), "family": root.get("family"), "category": root.get("category"),
@@ -122,7 +130,7 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
     p.nodes.append(("Variable", var_rows))
     p.nodes.append(("Constant", [{"name": n, "props": _clean({
         "name": n, "value": c.get("value"), "units": c.get("units"), "si_value": c.get("si_value"),
-        "dimension": dimension_text(c.get("dimension") or {}), "description": c.get("description"),
+        "dimension": dimension_text(c.get("dimension") or {}, order), "description": c.get("description"),
         "symbol": c.get("symbol"), "exact": c.get("exact"), "references": c.get("references") or [],
         "file": c.get("file"), "line": c.get("line"), "record": _record(c), MARKER: load})}
         for n, c in sorted(constants.items())]))
@@ -150,10 +158,10 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             return "Constant"
         raise LoadError(f"{where} names `{name}`, which is neither a variable nor a constant")
 
-    edges: dict[tuple[str, str, str], list[dict]] = {}
+    edges: dict[str, list[dict]] = {}
 
     def add(kind: str, src_label: str, src: str, dst_label: str, dst: str) -> None:
-        edges.setdefault((kind, src_label, dst_label), []).append({"source": src, "target": dst})
+        edges.setdefault(kind, []).append({"a": (src_label, src), "b": (dst_label, dst)})
 
     for e in manifest.get("edges", []):
         kind, src, dst = e["type"], e["source"], e["target"]
@@ -180,7 +188,7 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             for key in dict.fromkeys(x.get("references") or []):
                 if key in references:
                     add("CITES", label, n, "Reference", key)
-    p.edges = [(k, a, b, rows) for (k, a, b), rows in sorted(edges.items())]
+    p.edges = sorted(edges.items())
 
     build = dict(build or {})
     st = manifest.get("stats") or {}
@@ -196,7 +204,8 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
 def catalog_commit(catalog: Path | None) -> str | None:
     """HEAD of the git checkout holding the catalog, `+dirty` when the catalog has local changes.
 
-    Read-only git (`--no-optional-locks`: not even the index is refreshed); None outside git.
+    Read-only git (`--no-optional-locks`: not even the index is refreshed); None outside git (the
+    Build node then says `unknown`).
     """
     if catalog is None:
         return None
@@ -222,11 +231,6 @@ def _written(result) -> int:
     return int(record[0]) if record is not None else 0
 
 
-def check_foreign(session) -> tuple[int, list]:
-    rec = session.run(query("load_foreign")).single()
-    return int(rec["foreign"]), rec["sample_labels"]
-
-
 def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool = False,
          manifest_hash: str | None = None, catalog: Path | None = None, loaded_by: str = "gpustack compile",
          batch_size: int = BATCH_SIZE, progress: Progress | None = None) -> dict:
@@ -241,32 +245,42 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
         manifest_hash = mf.manifest_hash(mf.dumps(manifest))
     build = {"manifest_hash": manifest_hash, "loaded_by": loaded_by,
              "compiled_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-             "catalog_commit": catalog_commit(catalog)}
+             "catalog_commit": catalog_commit(catalog) or "unknown"}
     try:
         p = plan(manifest, build)
     except LoadError as exc:
         raise UsageError(f"cannot load the manifest into Neo4j: {exc}") from None
     drv = driver(settings)
+    in_tx = False
     try:
         with translate(settings, "loading the graph into"):
             with drv.session(database=settings.database) as session:
-                foreign, sample = check_foreign(session)
-                if foreign and not force:
+                state = session.run(query("load_state")).single()
+                if state["foreign"] and not force:
+                    labels = ", ".join(":".join(x) or "(no label)" for x in state["sample_labels"])
                     raise UsageError(
-                        f"Neo4j at {settings.where} holds {foreign} node(s) gpustack did not create "
-                        f"(labels such as {', '.join(':'.join(x) or '(none)' for x in sample)}); refusing to touch them",
+                        f"Neo4j at {settings.where} holds {state['foreign']} node(s) gpustack did not create "
+                        f"(labels such as {labels}); refusing to touch them",
                         "point NEO4J_URI/--database at a database for gpustack, or pass --force to delete them")
-                previous = session.run(query("load_current")).single()
-                for stmt in statements("schema"):
-                    session.run(stmt).consume()
+                schema = statements("schema")
+                present = set(session.run(query("schema_present")).single()["names"])
+                if not all(re.search(r"\b(gpustack_\w+)", stmt).group(1) in present for stmt in schema):
+                    for stmt in schema:
+                        session.run(stmt).consume()
+                in_tx = True
                 result = _load_tx(session, p, force, batch_size, progress)
     except LoadError as exc:
         raise InfrastructureError(f"loading into Neo4j at {settings.where} failed and was rolled back; "
                                   f"the previous graph is unchanged: {exc}") from None
+    except InfrastructureError as exc:
+        if in_tx:
+            raise InfrastructureError(f"{exc.message}; the load was rolled back and the previous graph is "
+                                      "unchanged", exc.hint) from None
+        raise
     finally:
         drv.close()
     return {"uri": settings.uri, "database": settings.database, "manifest_hash": manifest_hash,
-            "previous_manifest_hash": previous["manifest_hash"] if previous else None,
+            "previous_manifest_hash": state["manifest_hash"],
             "compiled_at": build["compiled_at"], "catalog_commit": build["catalog_commit"],
             "seconds": round(time.monotonic() - t0, 3), **result}
 
@@ -280,26 +294,34 @@ def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress 
         if force:
             removed_foreign = _written(tx.run(query("load_sweep_foreign")))
 
-        def run(step: str, text: str, rows: list, key: str = "rows") -> None:
+        ids: dict[tuple[str, str], str] = {}  # (label, name) -> element id of the node written
+
+        def run(step: str, text: str, rows: list, key: str = "rows", label: str | None = None) -> None:
             done = 0
             for batch in _batches(rows, batch_size):
-                n = _written(tx.run(text, {key: batch, "load": load}))
+                record = tx.run(text, {key: batch, "load": load}).single()
+                n = int(record["written"]) if record is not None else 0
                 if n != len(batch):
                     raise LoadError(f"{step}: wrote {n} of {len(batch)} rows (a node it needs is missing)")
+                if label is not None:
+                    ids.update(((label, name), eid) for name, eid in record["ids"])
                 done += len(batch)
                 if progress:
                     progress(step, done, len(rows))
 
         for label, rows in p.nodes:
             text = query("load_variables") if label == "Variable" else render("load_nodes", label=label)
-            run(label, text, rows)
+            run(label, text, rows, label=label)
         for kind, rows in p.relations:
-            run(f"Relation:{kind}", render("load_relations", kind=kind), rows)
+            run(f"Relation:{kind}", render("load_relations", kind=kind), rows, label="Relation")
         for node, label, names in p.labels:
             run(f"{node}:{label}", render("load_label", node=node, label=label), names, key="names")
-        for rel_type, src, dst, rows in p.edges:
-            run(f"({src})-[:{rel_type}]->({dst})", render("load_edges", type=rel_type, **{"from": src, "to": dst}),
-                rows)
+        for rel_type, rows in p.edges:
+            try:
+                by_id = [{"a": ids[row["a"]], "b": ids[row["b"]]} for row in rows]
+            except KeyError as exc:
+                raise LoadError(f"{rel_type}: no node {exc.args[0]} was written") from None
+            run(f"[:{rel_type}]", render("load_edges", type=rel_type), by_id)
         removed_nodes = _written(tx.run(query("load_sweep_nodes"), load=load))
         removed_edges = _written(tx.run(query("load_sweep_edges"), load=load))
         n = _written(tx.run(query("load_build"), props=p.build))

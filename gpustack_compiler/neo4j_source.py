@@ -11,8 +11,7 @@ import json
 
 from .errors import InfrastructureError, UsageError
 from .graph import FamilyDebt, RootDebt
-from .models import RELATION_KINDS
-from .neo4j_conn import Neo4jSettings, driver, query, translate
+from .neo4j_conn import RELATION_KIND_LABELS, Neo4jSettings, driver, query, translate
 
 HEAVIEST = 3  # roots named per family, as in CatalogGraph.family_debt
 
@@ -21,6 +20,7 @@ class Neo4jSource:
     def __init__(self, settings: Neo4jSettings | None = None):
         self.settings = settings or Neo4jSettings.resolve()
         self._driver = None
+        self._session = None
         self._build: dict | None = None
 
     @classmethod
@@ -31,6 +31,9 @@ class Neo4jSource:
 
     # ---- plumbing ----------------------------------------------------------------------------
     def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
         if self._driver is not None:
             self._driver.close()
             self._driver = None
@@ -42,14 +45,22 @@ class Neo4jSource:
         self.close()
 
     def _raw(self, query_name: str, **params) -> list:
+        """Run one fixed query (auto-commit, read access) on this source's session (one session, reused:
+        half the cost of a session per query; not for use from several threads at once)."""
         import neo4j
 
-        if self._driver is None:
-            self._driver = driver(self.settings)
         with translate(self.settings, "reading"):
-            with self._driver.session(database=self.settings.database,
-                                      default_access_mode=neo4j.READ_ACCESS) as session:
-                return list(session.run(query(query_name), params))
+            if self._driver is None:
+                self._driver = driver(self.settings)
+            if self._session is None:
+                self._session = self._driver.session(database=self.settings.database,
+                                                     default_access_mode=neo4j.READ_ACCESS)
+            try:
+                return list(self._session.run(query(query_name), params))
+            except BaseException:
+                self._session.close()
+                self._session = None
+                raise
 
     def build(self) -> dict:
         """The Build node of the graph in the database; InfrastructureError if there is none."""
@@ -83,15 +94,16 @@ class Neo4jSource:
         return self._record("constant", name)
 
     def _require(self, name: str) -> None:
-        if self.variable(name) is None and self.constant(name) is None:
+        if not self._run("exists", name=name)[0]["found"]:
             raise UsageError(f"unknown name `{name}`")
 
     def cone(self, name: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]:
         """Variables and constants reachable from `name`, with the fewest relations crossed."""
         rows = self._run("cone_upstream" if upstream else "cone_downstream", name=name, depth=depth)
-        if not rows:
+        if not rows:  # unknown name (or depth 0, where every row is filtered out)
             self._require(name)
-        return {r["name"]: r["depth"] for r in rows}
+            return {}
+        return dict(zip(rows[0]["names"], rows[0]["depths"]))
 
     def root_debt(self, system: str | None = None) -> list[RootDebt]:
         return [RootDebt(r["name"], r["family"], r["category"], r["weight"])
@@ -107,9 +119,10 @@ class Neo4jSource:
         stored = json.loads(build["stats"]) if build.get("stats") else {}
         live = self._run("stats")[0]
         kinds = dict(live["by_kind"])
+        order = list(stored.get("relations_by_kind") or RELATION_KIND_LABELS)
         st = {**stored,
               "systems": live["systems"], "variables": live["variables"], "constants": live["constants"],
-              "relations": live["relations"], "relations_by_kind": {k: kinds.get(k, 0) for k in RELATION_KINDS},
+              "relations": live["relations"], "relations_by_kind": {k: kinds.get(k, 0) for k in order},
               "root_inputs": live["root_inputs"], "leaves": live["leaves"], "references": live["references"],
               "presets": build.get("presets", stored.get("presets", 0))}
         by_system = {k: dict(v) for k, v in stored.get("by_system", {}).items()}

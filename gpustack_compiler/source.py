@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from . import manifest as mf
+from .errors import UsageError
+from .suggest import did_you_mean
 from .graph import CatalogGraph, FamilyDebt, RootDebt
 from .stats import compute_stats
 
@@ -50,7 +52,10 @@ class ManifestSource:
         return self.manifest["constants"].get(name)
 
     def cone(self, name: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]:
-        return self.graph.cone(name, upstream, depth)
+        try:
+            return self.graph.cone(name, upstream, depth)
+        except KeyError:
+            raise UsageError(f"unknown name `{name}`", did_you_mean(name, self.names())) from None
 
     def root_debt(self, system: str | None = None) -> list[RootDebt]:
         return self.graph.root_debt(root_meta(self.manifest["variables"], system))

@@ -4,14 +4,17 @@
 // breadth-first pruning expansion (VarLengthExpand(Pruning,BFS)) visiting each node once, however
 // many diamonds the graph has. tests/test_neo4j_plans.py holds the plan to that.
 // $depth: null for the whole cone, else the most relations to cross.
+// One row, the cone as two parallel lists (nearest first): one row per name costs the client
+// far more than the query. No row: an unknown name.
 CALL () {
   MATCH (s:Variable {name: $name}) RETURN s
   UNION
   MATCH (s:Constant {name: $name}) RETURN s
 }
-MATCH p = (s)<-[:FEEDS|DEFINES*]-(u)
+OPTIONAL MATCH p = (s)<-[:FEEDS|DEFINES*]-(u)
 WHERE (u:Variable OR u:Constant) AND u <> s
-WITH u, min(length(p)) / 2 AS depth
-WHERE $depth IS NULL OR depth <= $depth
-RETURN u.name AS name, depth
-ORDER BY depth, name
+WITH s, u, min(length(p)) / 2 AS depth
+WHERE u IS NULL OR $depth IS NULL OR depth <= $depth
+WITH s, u, depth
+ORDER BY depth, u.name
+RETURN s.name AS start, collect(u.name) AS names, collect(depth) AS depths

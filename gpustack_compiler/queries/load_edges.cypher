@@ -1,7 +1,8 @@
-// One batch of relationships of one type between two labels (all three from an allowlist).
+// One batch of relationships of one type (from an allowlist), between nodes this transaction just
+// wrote, addressed by element id: one statement per type whatever the labels at either end.
 UNWIND $rows AS row
-MATCH (a:__FROM__ {name: row.source})
-MATCH (b:__TO__ {name: row.target})
+MATCH (a) WHERE elementId(a) = row.a
+MATCH (b) WHERE elementId(b) = row.b
 MERGE (a)-[e:__TYPE__]->(b)
 SET e.gpustack_load = $load
 RETURN count(e) AS written

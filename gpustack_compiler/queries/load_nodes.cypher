@@ -3,4 +3,4 @@
 UNWIND $rows AS row
 MERGE (n:__LABEL__ {name: row.name})
 SET n = row.props
-RETURN count(n) AS written
+RETURN count(n) AS written, collect([n.name, elementId(n)]) AS ids

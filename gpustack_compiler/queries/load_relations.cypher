@@ -5,4 +5,4 @@ MERGE (r:Relation {name: row.name})
 SET r = row.props
 REMOVE r:Identity:Variant:Approximation:Constraint:Piecewise:Iterative:Differential:Stochastic
 SET r:__KIND__
-RETURN count(r) AS written
+RETURN count(r) AS written, collect([r.name, elementId(r)]) AS ids

@@ -4,4 +4,4 @@ UNWIND $rows AS row
 MERGE (v:Variable {name: row.name})
 SET v = row.props
 REMOVE v:Root:Leaf
-RETURN count(v) AS written
+RETURN count(v) AS written, collect([v.name, elementId(v)]) AS ids

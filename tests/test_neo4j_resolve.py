@@ -1,0 +1,52 @@
+"""Resolution reads the graph through either source with identical values and traces."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpustack_compiler.neo4j_source import Neo4jSource
+from gpustack_compiler.source import ManifestSource
+from gpustack_compiler.units import UnitSystem
+from gpustack_sim.resolver import Resolver
+from gpustack_sim.scenario import ScenarioBuilder
+
+FIXTURE = "dense_training_cost_fixture"
+TARGETS = ["training.tokens_per_sec", "econ.job.dc_power", "econ.run.power_cost", "econ.cost.per_token",
+           "thermal.dc.pue"]
+
+
+@pytest.fixture(scope="module")
+def resolvers(neo4j_session, real_manifest):
+    db, why = neo4j_session
+    if db is None:
+        from conftest import unavailable
+
+        unavailable(why)
+    db.guard()
+    db.load(real_manifest)
+    units = UnitSystem.from_manifest(real_manifest["units"])
+    with Neo4jSource(db.settings) as neo:
+        yield Resolver(neo, units), Resolver(ManifestSource(real_manifest), units), ScenarioBuilder(real_manifest)
+
+
+def _steps(res) -> list[dict]:
+    return [s.as_dict() for s in res.trace]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_same_value_and_trace(resolvers, target: str) -> None:
+    neo, mem, scenarios = resolvers
+    scenario = scenarios.build([FIXTURE], [], [])
+    a, b = neo.resolve(target, scenario), mem.resolve(target, scenario)
+    assert a.value == b.value and a.missing == b.missing
+    assert _steps(a) == _steps(b)
+    assert [c.as_dict() for c in a.checks] == [c.as_dict() for c in b.checks]
+
+
+def test_same_symbolic_result_with_missing_roots(resolvers) -> None:
+    neo, mem, scenarios = resolvers
+    scenario = scenarios.build([FIXTURE], [], [])
+    del scenario.assignments["gpu.power.total"]
+    scenario.variants["gpu.power.total"] = "measured"
+    a, b = neo.resolve("econ.cost.per_token", scenario), mem.resolve("econ.cost.per_token", scenario)
+    assert a.missing == b.missing and a.missing and a.expression == b.expression

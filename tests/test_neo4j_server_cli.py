@@ -1,0 +1,57 @@
+"""`gpustack neo4j start|status|stop` on a private cache directory and free ports (a developer's own
+server and data are untouched): JSON alone on stdout, and a real server answering Bolt between."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import free_port, neo4j_required, run_cli
+
+
+@pytest.fixture
+def private_cache(tmp_path):
+    from gpustack_compiler import neo4j_server as srv
+
+    try:
+        build = srv.ensure_built()
+    except srv.Neo4jServerError as exc:
+        if neo4j_required():
+            pytest.fail(f"cannot build the Neo4j launcher: {exc}", pytrace=False)
+        pytest.skip(f"cannot build the Neo4j launcher: {exc}")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "neo4j-launcher").symlink_to(build.parent, target_is_directory=True)
+    return {"GPUSTACK_CACHE_DIR": str(cache), "GPUSTACK_NEO4J_HEAP": "256m", "GPUSTACK_NEO4J_PAGECACHE": "32m"}
+
+
+def test_start_status_stop(private_cache, tmp_path) -> None:
+    env = private_cache
+    bolt = free_port()
+    res = run_cli("neo4j", "status", "--json", env=env)
+    assert res.returncode == 0 and json.loads(res.stdout)["running"] is False
+    res = run_cli("neo4j", "start", "--bolt-port", str(bolt), "--http-port", "0", "--data-dir",
+                  str(tmp_path / "data"), "--json", env=env, timeout=180)
+    try:
+        if res.returncode != 0 and not neo4j_required():
+            pytest.skip(f"the local Neo4j could not be started: {res.stderr.strip()}")
+        assert res.returncode == 0, res.stderr
+        st = json.loads(res.stdout)
+        assert st["running"] and st["bolt_uri"] == f"bolt://127.0.0.1:{bolt}" and st["pid"] > 0
+        assert st["neo4j_version"].startswith("5.26")
+        res = run_cli("neo4j", "status", env=env)
+        assert res.returncode == 0 and "running" in res.stdout and f"127.0.0.1:{bolt}" in res.stdout
+        # the server answers: an empty database says so through the graph commands
+        res = run_cli("stats", "--neo4j", env={**env, "NEO4J_URI": st["bolt_uri"]})
+        assert res.returncode == 3 and "holds no gpustack graph" in res.stderr
+        res = run_cli("neo4j", "start", "--bolt-port", str(bolt + 1 if bolt < 65535 else bolt - 1),
+                      "--http-port", "0", env=env)
+        assert res.returncode == 3 and res.stderr.startswith("Error: Neo4j is already running")
+    finally:
+        stopped = run_cli("neo4j", "stop", "--json", env=env)
+    assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
+    res = run_cli("neo4j", "stop", env=env)
+    assert res.returncode == 0 and "not running" in res.stdout
+    assert os.environ.get("GPUSTACK_CACHE_DIR") != env["GPUSTACK_CACHE_DIR"]
