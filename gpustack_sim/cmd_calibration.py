@@ -9,9 +9,6 @@ import typer
 from gpustack_compiler.cli import JsonOpt, app, out, settings
 from gpustack_compiler.errors import UsageError
 
-from .engine import Engine
-from .estimate import fitted_distributions
-from .resolver import ResolveError
 
 
 def _calibration_dir(ctx: typer.Context, data: Path | None) -> Path:
@@ -29,6 +26,7 @@ def calibrate_cmd(ctx: typer.Context,
                   as_json: bool = JsonOpt) -> None:
     """Fit the parameters needing calibration to the calibration data and write the calibration preset."""
     from .calibrate import FIXED, PARAMETERS, RowModels, data_hash, errors, fit, read_rows
+    from .engine import Engine
 
     folder = _calibration_dir(ctx, data)
     csv_path, hw_path = folder / "training_iterations.csv", folder / "hardware.yaml"
@@ -103,7 +101,9 @@ def validate_cmd(ctx: typer.Context, runs_csv: Path = typer.Argument(..., help="
                  as_json: bool = JsonOpt) -> None:
     """Predict measured runs with the calibrated model and score the predictions."""
     from .calibrate import errors, read_rows, spearman
-    from .estimate import build_scenario, intervals
+    from .engine import Engine
+    from .estimate import build_scenario, fitted_distributions, intervals
+    from .resolver import ResolveError
 
     engine = Engine(ctx, False)
     rows = read_rows(runs_csv, ["calibration"])

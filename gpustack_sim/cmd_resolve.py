@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from gpustack_compiler.cli import JsonOpt, Neo4jOpt, app, err, out
 
-from .engine import Engine, fmt
-from .resolver import Resolution
-from .uncertainty import MonteCarlo, parse_spec
+from .display import fmt
+
+if TYPE_CHECKING:
+    from .resolver import Resolution
 
 
 @app.command()
@@ -32,6 +35,9 @@ def resolve(ctx: typer.Context, target: str,
             seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
             as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Resolve TARGET from presets and assignments, with trace, missing roots and checks."""
+    from .engine import Engine
+    from .uncertainty import MonteCarlo, parse_spec
+
     engine = Engine(ctx, neo4j)
     engine.require_variable(target)
     scenario = engine.scenarios.build(preset, assign, variant, mode)

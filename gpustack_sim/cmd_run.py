@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -11,9 +12,10 @@ from gpustack_compiler.errors import UsageError
 from gpustack_compiler.suggest import did_you_mean
 
 from .cmd_resolve import _trace_lines
-from .engine import Engine, fmt
-from .estimate import Estimate, estimate
-from .run import load_run
+from .display import fmt
+
+if TYPE_CHECKING:
+    from .estimate import Estimate
 
 PresetOpt = typer.Option([], "--preset", help="Extra preset, applied after the run file's.")
 AssignOpt = typer.Option([], "--assign", help="Extra assignment NAME=VALUE (with units).")
@@ -32,6 +34,10 @@ def estimate_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="
                  trace: list[str] = typer.Option([], "--trace", help="Show what a figure is made of (label or name)."),
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Step time, throughput, utilization, memory fit, energy and cost of a training run, with intervals."""
+    from .engine import Engine
+    from .estimate import estimate
+    from .run import load_run
+
     run = load_run(run_file, set_).with_extras(preset, assign, variant, mode)
     engine = Engine(ctx, neo4j)
     est = estimate(engine.resolver, engine.scenarios, run, samples, seed, sample)
@@ -102,6 +108,8 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
               mode: list[str] = ModeOpt,
               as_json: bool = JsonOpt) -> None:
     """Evaluate every layout on a grid; rank the valid ones, count the invalid ones by reason."""
+    from .engine import Engine
+    from .run import load_run
     from .sweep import AXES, parse_grid, sweep
 
     if not grid:

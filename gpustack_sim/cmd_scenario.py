@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from gpustack_compiler.cli import JsonOpt, Neo4jOpt, app, compile_or_fail, out, settings
 from gpustack_compiler.errors import UsageError
 from gpustack_compiler.suggest import did_you_mean
 
-from .engine import Engine, fmt
-from .resolver import ResolveError
-from .scenario import Scenario
+from .display import fmt
+
+if TYPE_CHECKING:
+    from .engine import Engine
 
 presets_app = typer.Typer(no_args_is_help=True, help="Named scenarios shipped in catalog/presets.")
 scenario_app = typer.Typer(no_args_is_help=True, help="Resolve a preset's advertised targets and report.")
@@ -33,7 +36,9 @@ def presets_list(ctx: typer.Context, as_json: bool = JsonOpt) -> None:
 
 def report(engine: Engine, preset: str, extra_targets: list[str]) -> dict:
     """Resolve a preset's targets; each gets a status: ok, issues (missing or violated) or error."""
-    scenario: Scenario = engine.scenarios.build([preset], [], [])
+    from .resolver import ResolveError
+
+    scenario = engine.scenarios.build([preset], [], [])
     targets = dict(engine.manifest["presets"][preset]["targets"])
     for item in extra_targets:
         label, sep, var = item.partition("=")
@@ -79,6 +84,8 @@ def scenario_report(ctx: typer.Context, preset: str,
                     fail_on_issues: bool = typer.Option(False, "--fail-on-issues", help="Exit 1 unless all are ok."),
                     as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Per target: status, value, missing roots, violated constraints, relations used."""
+    from .engine import Engine
+
     engine = Engine(ctx, neo4j)
     if preset not in engine.manifest["presets"]:
         raise UsageError(f"unknown preset `{preset}`", did_you_mean(preset, engine.manifest["presets"]))
@@ -91,6 +98,8 @@ def scenario_report(ctx: typer.Context, preset: str,
 @scenario_app.command("audit")
 def scenario_audit(ctx: typer.Context, as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Every sourced preset against the targets it advertises; exit 1 if any is not ok."""
+    from .engine import Engine
+
     engine = Engine(ctx, neo4j)
     sourced = [n for n, p in sorted(engine.manifest["presets"].items()) if p["provenance"] == "sourced"]
     reports = [report(engine, name, []) for name in sourced]

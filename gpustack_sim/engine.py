@@ -32,8 +32,3 @@ class Engine:
     def require_variable(self, name: str) -> None:
         if name not in self.manifest["variables"]:
             raise UsageError(f"unknown variable `{name}`", did_you_mean(name, self.manifest["variables"]))
-
-
-def fmt(value: float | None, expression: str | None, units: str) -> str:
-    shown = f"{value:.10g}" if value is not None else expression
-    return f"{shown} {units}" if units != "1" else f"{shown}"
