@@ -245,6 +245,16 @@ def real_build(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("real-build")
 
 
+def loaded_db(neo4j_session, manifest: dict):
+    """The session's Neo4j holding `manifest`; skips (or fails, when required) without a server."""
+    db, why = neo4j_session
+    if db is None:
+        unavailable(why)
+    db.guard()
+    db.load(manifest)
+    return db
+
+
 @pytest.fixture(scope="session")
 def real_manifest(real_catalog: Path, real_build: Path) -> dict:
     """The full real catalog compiled to a manifest in tmp."""

@@ -7,6 +7,10 @@ from pathlib import Path
 
 from gpustack_compiler import pipeline
 from gpustack_compiler.findings import Findings
+from gpustack_compiler.source import ManifestSource
+from gpustack_compiler.units import UnitSystem
+from gpustack_sim.resolver import Resolver
+from gpustack_sim.scenario import ScenarioBuilder
 
 REPO = Path(__file__).resolve().parent.parent
 CATALOG = REPO / "catalog"
@@ -68,3 +72,23 @@ def write_system(root: Path, system: str, body: str, name: str = "extra.yaml") -
     path = root / system / name
     path.write_text(SYSTEM_MODELINE + body)
     return path
+
+
+class Engine:
+    """A compiled catalog with a resolver over its manifest."""
+
+    def __init__(self, root: Path):
+        result = pipeline.run(root, None, write_manifest=False, use_cache=False)
+        assert result.manifest is not None, result.findings.render("text")
+        self.manifest = result.manifest
+        self.resolver = Resolver(ManifestSource(self.manifest), UnitSystem.from_manifest(self.manifest["units"]))
+        self.scenarios = ScenarioBuilder(self.manifest)
+
+    def resolve(self, target, presets=(), assign=(), variants=(), **kw):
+        return self.resolver.resolve(target, self.scenarios.build(list(presets), list(assign), list(variants)), **kw)
+
+    def value(self, target: str, presets=(), assign=(), variants=(), base_units: bool = False) -> float:
+        """A value that must resolve completely; in declared units, or coherent base units if asked."""
+        res = self.resolve(target, presets, assign, variants)
+        assert res.missing == {}, res.missing
+        return res.value * (self.manifest["variables"][target]["scale"] if base_units else 1.0)

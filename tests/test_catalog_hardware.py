@@ -6,19 +6,12 @@ import math
 
 import pytest
 
-from helpers import CATALOG
-from test_resolve import Engine
+from helpers import CATALOG, Engine
 
 
 @pytest.fixture(scope="module")
 def cat() -> Engine:
     return Engine(CATALOG)
-
-
-def value(cat: Engine, target: str, presets=(), assign=(), variants=()) -> float:
-    res = cat.resolve(target, presets, assign, variants)
-    assert res.missing == {}, res.missing
-    return res.value
 
 
 @pytest.mark.parametrize("preset,datasheet", [("gpu_h100_sxm", 989.4e12), ("gpu_a100_sxm", 312e12)])
@@ -33,7 +26,7 @@ def test_bf16_dense_peak_derived_from_sms_rate_and_clock(cat: Engine, preset: st
 
 
 def test_training_peak_is_the_dense_tensor_core_rate_not_fp32(cat: Engine) -> None:
-    h100 = value(cat, "gpu.peak_flops", ["gpu_h100_sxm"])
+    h100 = cat.value("gpu.peak_flops", ["gpu_h100_sxm"])
     assert h100 == pytest.approx(989.4e12, rel=0.01)
     assert h100 > 10 * 66.9e12  # the FP32 rate (calibration/hardware.yaml) is an order of magnitude lower
 
@@ -45,7 +38,7 @@ def test_hbm3_bandwidth_from_stacks_bus_and_data_rate(cat: Engine) -> None:
 
 
 def test_euv_source_wavelength(cat: Engine) -> None:
-    nm = value(cat, "physical.litho.euv.wavelength", assign=["physical.litho.euv.photon_energy=91.8 eV"],
+    nm = cat.value("physical.litho.euv.wavelength", assign=["physical.litho.euv.photon_energy=91.8 eV"],
                variants=["physical.litho.euv.wavelength=tin_plasma_line"])
     assert nm == pytest.approx(13.5, abs=0.01)
 
@@ -78,7 +71,7 @@ def test_subthreshold_swing_cannot_beat_the_thermionic_limit(cat: Engine, swing_
 
 
 def test_dies_per_wafer_standard_formula(cat: Engine) -> None:
-    n = value(cat, "physical.manufacturing.dies_per_wafer", assign=[
+    n = cat.value("physical.manufacturing.dies_per_wafer", assign=[
         "physical.manufacturing.wafer_diameter=300 mm", "gpu.die_area=814 mm**2",
         "physical.manufacturing.edge_exclusion=0 mm", "physical.manufacturing.scribe_width=0 um"])
     d, area = 300.0, 814.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import loaded_db
 
 from conftest import REPO
 
@@ -27,13 +28,7 @@ def operators(plan) -> list[str]:
 
 @pytest.fixture(scope="module")
 def doc_db(neo4j_session, real_manifest):
-    db, why = neo4j_session
-    if db is None:
-        from conftest import unavailable
-
-        unavailable(why)
-    db.guard()
-    db.load(real_manifest)
+    db = loaded_db(neo4j_session, real_manifest)
     drv = db.new_driver(notifications_min_severity="WARNING")
     yield drv, db.settings.database
     drv.close()

@@ -11,6 +11,7 @@ import json
 import random
 
 import pytest
+from conftest import loaded_db
 
 from gpustack_compiler.neo4j_conn import query
 from gpustack_compiler.neo4j_source import Neo4jSource
@@ -19,13 +20,7 @@ from gpustack_compiler.source import ManifestSource
 
 @pytest.fixture(scope="module")
 def sources(neo4j_session, real_manifest):
-    db, why = neo4j_session
-    if db is None:
-        from conftest import unavailable
-
-        unavailable(why)
-    db.guard()
-    db.load(real_manifest)
+    db = loaded_db(neo4j_session, real_manifest)
     with Neo4jSource(db.settings) as neo:
         yield neo, ManifestSource(real_manifest), real_manifest
 

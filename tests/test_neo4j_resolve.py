@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import loaded_db
 
 from gpustack_compiler.neo4j_source import Neo4jSource
 from gpustack_compiler.source import ManifestSource
@@ -17,13 +18,7 @@ TARGETS = ["training.tokens_per_sec", "econ.job.dc_power", "econ.run.power_cost"
 
 @pytest.fixture(scope="module")
 def resolvers(neo4j_session, real_manifest):
-    db, why = neo4j_session
-    if db is None:
-        from conftest import unavailable
-
-        unavailable(why)
-    db.guard()
-    db.load(real_manifest)
+    db = loaded_db(neo4j_session, real_manifest)
     units = UnitSystem.from_manifest(real_manifest["units"])
     with Neo4jSource(db.settings) as neo:
         yield Resolver(neo, units), Resolver(ManifestSource(real_manifest), units), ScenarioBuilder(real_manifest)

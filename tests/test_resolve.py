@@ -8,12 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_compiler import pipeline
-from gpustack_compiler.source import ManifestSource
-from gpustack_compiler.units import UnitSystem
 from gpustack_sim.resolver import ResolveError, Resolver
-from gpustack_sim.scenario import ScenarioBuilder
-from helpers import CATALOG, SYSTEM_MODELINE, mini_catalog
+from helpers import CATALOG, SYSTEM_MODELINE, Engine, mini_catalog
 from test_cli import run
 
 FIXTURE = "dense_training_cost_fixture"
@@ -23,18 +19,6 @@ EXPECTED = {
     "econ.run.power_cost": 0.00078,
     "econ.cost.per_token": 3.000078e-06,
 }
-
-
-class Engine:
-    def __init__(self, root: Path):
-        result = pipeline.run(root, None, write_manifest=False, use_cache=False)
-        assert result.manifest is not None, result.findings.render("text")
-        self.manifest = result.manifest
-        self.resolver = Resolver(ManifestSource(self.manifest), UnitSystem.from_manifest(self.manifest["units"]))
-        self.scenarios = ScenarioBuilder(self.manifest)
-
-    def resolve(self, target, presets=(), assign=(), variants=(), **kw):
-        return self.resolver.resolve(target, self.scenarios.build(list(presets), list(assign), list(variants)), **kw)
 
 
 @pytest.fixture(scope="module")

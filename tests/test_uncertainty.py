@@ -10,9 +10,9 @@ import pytest
 
 from gpustack_compiler.errors import UsageError
 from gpustack_sim.uncertainty import MonteCarlo, parse_spec
-from helpers import CATALOG
+from helpers import CATALOG, Engine
 from test_cli import run
-from test_resolve import FIXTURE, Engine
+from test_resolve import FIXTURE
 
 
 @pytest.fixture(scope="module")
