@@ -108,10 +108,6 @@ class Catalog:
     def known_names(self) -> set[str]:
         return set(self.variables) | set(self.constants)
 
-    def unit_of(self, name: str) -> Unit | None:
-        entry = self.variables.get(name) or self.constants.get(name)
-        return entry.unit if entry else None
-
 
 class _Loader:
     def __init__(self, root: Path):

@@ -44,15 +44,11 @@ class CatalogGraph:
         self.flow = nx.DiGraph()
         self.variables = sorted(variables)
         self.constants = sorted(constants)
-        self.relations: dict[str, RelationEdges] = {}
-        self.constrains: dict[str, tuple[str, ...]] = {}
         self.flow.add_nodes_from(V + n for n in self.variables)
         self.flow.add_nodes_from(V + n for n in self.constants)
         for rel in relations:
-            self.relations[rel.name] = rel
             if rel.output is None:
-                self.constrains[rel.name] = rel.inputs
-                continue
+                continue  # constraints constrain variables but feed nothing
             node = R + rel.name
             self.flow.add_node(node)
             self.flow.add_edges_from((V + i, node) for i in rel.inputs)
@@ -67,9 +63,6 @@ class CatalogGraph:
 
     def users(self, var: str) -> list[str]:
         return sorted(s[len(R):] for s in self.flow.successors(V + var))
-
-    def constraints_on(self, var: str) -> list[str]:
-        return sorted(c for c, names in self.constrains.items() if var in names)
 
     @property
     def roots(self) -> list[str]:
