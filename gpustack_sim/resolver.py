@@ -273,7 +273,7 @@ class _Run:
             return self.values[name]
         value, inputs, note = self.evaluate(rel)
         if rel["kind"] == "approximation":
-            status = self.validity(rel, inputs)
+            status = self.validity(rel)
             if status == "violated" and self.fallback:
                 alt = self.alternative(name, rel)
                 if alt is not None:
@@ -300,7 +300,7 @@ class _Run:
         for rel in sorted(self.defs.get(name, []), key=lambda r: r["name"]):
             if rel["name"] == failed["name"]:
                 continue
-            if rel["kind"] != "approximation" or self.validity(rel, {}, record=False) != "violated":
+            if rel["kind"] != "approximation" or self.validity(rel, record=False) != "violated":
                 return rel
         return None
 
@@ -388,7 +388,7 @@ class _Run:
         return float(y), f"RK4, {RK4_STEPS} steps"
 
     # ---- checks ------------------------------------------------------------------------------
-    def validity(self, rel: dict, inputs: dict, record: bool = True) -> str:
+    def validity(self, rel: dict, record: bool = True) -> str:
         cond = self.r._expr(rel, "validity")
         names = [s.name for s in cond.free_symbols]
         status = _truth(cond.xreplace(_sympify(self.substitutions(names))))
