@@ -164,3 +164,20 @@ def test_one_bad_entry_does_not_hide_the_rest(tmp_path: Path) -> None:
     # econ.y stays known (no unknown-name cascade); the relation's real problems are reported.
     assert "unit.invalid" in ids and "expr.unknown-name" not in ids
     assert "dim.mismatch" in ids and "graph.duplicate-identity" in ids
+
+
+def test_missing_root_file(tmp_path: Path) -> None:
+    root = mini_catalog(tmp_path)
+    (root / "references.yaml").unlink()
+    hits = [f for f in check(root).items if f.id == "catalog.missing"]
+    assert [(f.file, f.line) for f in hits] == [("catalog/references.yaml", 1)]
+
+
+def test_unknown_headline_target(tmp_path: Path) -> None:
+    root = mini_catalog(tmp_path)
+    text = (root / "systems.yaml").read_text().replace("headline_targets: [training.t_step]",
+                                                         "headline_targets: [training.t_step, econ.nothing]")
+    (root / "systems.yaml").write_text(text)
+    hits = [f for f in check(root).items if f.id == "catalog.unknown-headline"]
+    assert [(f.file, f.line) for f in hits] == [("catalog/systems.yaml", 2)]
+    assert "econ.nothing" in hits[0].message
