@@ -206,7 +206,7 @@ class RowModels:
                 raise UsageError(f"row {row.index} ({row.label}): {row.target} still needs "
                                  f"{', '.join(sorted(res.missing))}", "add them to a preset")
             expr = res.symbolic if res.value is None else sympy.Float(res.value * self._scale(row.target))
-            tie = {resolver._sym(r): s for p, s in zip(params, self.symbols) for r in p.roots}
+            tie = {resolver.symbol(r): s for p, s in zip(params, self.symbols) for r in p.roots}
             self.functions.append(vectorize(self.symbols, expr.xreplace(tie)))
 
     def _scale(self, name: str) -> float:

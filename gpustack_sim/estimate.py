@@ -124,7 +124,7 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
     symbolic = resolver.resolve_many(targets, held)
     rng = np.random.Generator(np.random.PCG64(seed))
     draws = [d.draw(rng, samples) for d in dists]
-    symbols = [resolver._sym(n) for n in names]
+    symbols = [resolver.symbol(n) for n in names]
     out = {}
     for target, res in symbolic.items():
         if isinstance(res, ResolveError) or res.missing:
@@ -161,7 +161,7 @@ def _memory(point: dict, resolver: Resolver) -> dict:
         return {**out, "status": "fits" if fits else "does not fit", "per_gpu": used.value}
     if set(used.missing) != {BUFFERS}:
         return {**out, "status": "unknown", "missing": sorted(used.missing)}
-    without = float(used.symbolic.xreplace({resolver._sym(BUFFERS): 0}))
+    without = float(used.symbolic.xreplace({resolver.symbol(BUFFERS): 0}))
     headroom = (capacity - without) / scale
     status = "fits if buffers stay below the headroom" if headroom > 0 else "does not fit (before any buffers)"
     return {**out, "status": status, "per_gpu_without_buffers": without / scale, "headroom_for_buffers": headroom}

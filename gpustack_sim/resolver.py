@@ -117,7 +117,7 @@ class Resolver:
         self._subgraphs: dict[str, dict] = {}
 
     # ---- sympy helpers -----------------------------------------------------------------------
-    def _sym(self, name: str) -> sympy.Symbol:
+    def symbol(self, name: str) -> sympy.Symbol:
         s = self._symbols.get(name)
         if s is None:
             meta = self.source.variable(name) or {}
@@ -129,7 +129,7 @@ class Resolver:
         key = (rel["name"], label)
         e = self._exprs.get(key)
         if e is None:
-            builder = SympyBuilder(self._sym, lambda u: self.units.parse(u).scale)
+            builder = SympyBuilder(self.symbol, lambda u: self.units.parse(u).scale)
             e = self._exprs[key] = builder.build(parse(rel["parts"][label]))
         return e
 
@@ -262,14 +262,14 @@ class _Run:
         if name in self.solved:
             return self._record(name, None, "solved", None, {}, self.solved[name], "solved with --solve")
         if name in self.scenario.sampled:
-            return self._record(name, None, "sampled", None, {}, self.r._sym(name), "Monte Carlo input")
+            return self._record(name, None, "sampled", None, {}, self.r.symbol(name), "Monte Carlo input")
         if name in self.scenario.assignments:
             a = self.scenario.assignments[name]
             return self._record(name, None, "assigned", None, {}, a.value, f"{a.given} from {a.origin}")
         rel = self.r.select(name, self.defs.get(name, []), self.scenario.variants, self.scenario.modes)
         if rel is None:
             self.missing.add(name)
-            self.values[name] = self.r._sym(name)
+            self.values[name] = self.r.symbol(name)
             return self.values[name]
         value, inputs, note = self.evaluate(rel)
         if rel["kind"] == "approximation":
@@ -306,14 +306,14 @@ class _Run:
 
     # ---- evaluation --------------------------------------------------------------------------
     def substitutions(self, names) -> dict:
-        return {self.r._sym(n): self.value_of(n) for n in names}
+        return {self.r.symbol(n): self.value_of(n) for n in names}
 
     def evaluate(self, rel: dict):
         kind = rel["kind"]
         if kind == "piecewise":
             return self.piecewise(rel)
         inputs = {n: self.value_of(n) for n in rel["inputs"]}
-        subs = {self.r._sym(n): v for n, v in inputs.items()}
+        subs = {self.r.symbol(n): v for n, v in inputs.items()}
         note = None
         if kind == "stochastic":
             p = {k.split(".", 1)[1]: _num(self.r._expr(rel, k).xreplace(_sympify(subs))) for k in rel["parts"]}
@@ -350,7 +350,7 @@ class _Run:
         return _num(sympy.Piecewise(*pieces)), inputs, note
 
     def iterate(self, rel: dict, subs: dict):
-        own = self.r._sym(rel["defines"])
+        own = self.r.symbol(rel["defines"])
         f = self.r._expr(rel, "expression").xreplace(_sympify(subs))
         x = _num(self.r._expr(rel, "initial").xreplace(_sympify(subs)))
         if not isinstance(x, float) or f.free_symbols - {own}:
@@ -368,7 +368,7 @@ class _Run:
 
     def integrate(self, rel: dict, subs: dict):
         """Classical RK4 from `start` to the value of `with_respect_to`."""
-        y_sym, t_sym = self.r._sym(rel["defines"]), self.r._sym(rel["with_respect_to"])
+        y_sym, t_sym = self.r.symbol(rel["defines"]), self.r.symbol(rel["with_respect_to"])
         rhs = self.r._expr(rel, "expression").xreplace(_sympify({k: v for k, v in subs.items() if k != t_sym}))
         y = _num(self.r._expr(rel, "initial").xreplace(_sympify(subs)))
         t0 = _num(self.r._expr(rel, "start").xreplace(_sympify(subs)))
@@ -464,7 +464,7 @@ class _Run:
                 unknowns |= free
         if not equations or len(unknowns) > 4 or len(equations) < len(unknowns):
             return {}
-        symbols = [self.r._sym(n) for n in sorted(unknowns)]
+        symbols = [self.r.symbol(n) for n in sorted(unknowns)]
         solutions = sympy.solve(equations, symbols, dict=True)
         real = [s for s in solutions if all(v.is_number and v.is_real is not False for v in s.values())]
         if len(real) != 1:

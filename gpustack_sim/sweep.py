@@ -107,7 +107,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: di
         expr = res.symbolic
         if name == MEMORY[0] and set(res.missing) == {BUFFERS}:
             # runtime buffers have no source: memory fit is judged before them (as the estimate states it)
-            expr = expr.xreplace({resolver._sym(BUFFERS): 0})
+            expr = expr.xreplace({resolver.symbol(BUFFERS): 0})
             notes.append("memory fit judged before runtime buffers (par.memory.buffers has no source)")
         elif res.missing:
             raise UsageError(f"sweep: {name} still needs {', '.join(sorted(res.missing))}", "add them to a preset")
@@ -115,7 +115,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: di
         if res.value is not None:
             values[name] = np.full(n, res.value * scale)
         else:
-            fn = vectorize([resolver._sym(v) for v in swept], expr)
+            fn = vectorize([resolver.symbol(v) for v in swept], expr)
             with np.errstate(all="ignore"):
                 values[name] = np.broadcast_to(np.asarray(fn(*arrays), dtype=float), (n,))
     reasons = _rejections(run, columns, values, target)

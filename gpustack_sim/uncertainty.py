@@ -120,7 +120,7 @@ class MonteCarlo:
         meta = self.resolver.source.variable(target)
         if res.value is not None:
             return (lambda *arrays: np.full(len(arrays[0]) if arrays else 1, res.value * meta["scale"])), res
-        symbols = [self.resolver._sym(n) for n in sampled]
+        symbols = [self.resolver.symbol(n) for n in sampled]
         return vectorize(symbols, res.symbolic), res
 
     def run(self, target: str, scenario: Scenario, dists: list[Distribution], n: int, seed: int) -> Summary:
