@@ -24,7 +24,9 @@ ModeOpt = typer.Option([], "--mode", help="Extra variant mode KEY.")
 
 
 @app.command("estimate")
-def estimate_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run file (schemas/run.schema.json)."),
+def estimate_cmd(ctx: typer.Context,
+                 run_file: Path = typer.Argument(None, help="Run file (schemas/run.schema.json); without one, "
+                                                 "the run comes from --set flags alone."),
                  set_: list[str] = typer.Option([], "--set", help="Override a run-file field: layout.tp=4, gpus=512."),
                  preset: list[str] = PresetOpt, assign: list[str] = AssignOpt, variant: list[str] = VariantOpt,
                  mode: list[str] = ModeOpt,

@@ -164,20 +164,23 @@ def apply_overrides(data: dict, overrides: list[str]) -> None:
         node[keys[-1]] = value
 
 
-def load_run(path: Path, overrides: list[str] = ()) -> RunSpec:
-    """Read a run file; every problem is one line naming the file, line and field."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read run file ({exc.strerror or exc})") from None
+def load_run(path: Path | None, overrides: list[str] = ()) -> RunSpec:
+    """Read a run file (or, without one, build the run from `--set` flags alone); every problem is one
+    line naming the file, line and field (or the flag)."""
     from gpustack_compiler.yaml_lines import YamlError, line_at, load
 
-    try:
-        data, _ = load(text)
-    except YamlError as exc:
-        raise UsageError(f"{path}:{exc.line}: {exc.message}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}:1: a run file is a YAML mapping")
+    data: dict = {}
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read run file ({exc.strerror or exc})") from None
+        try:
+            data, _ = load(text)
+        except YamlError as exc:
+            raise UsageError(f"{path}:{exc.line}: {exc.message}") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}:1: a run file is a YAML mapping")
     apply_overrides(data, list(overrides))
     try:
         return RunSpec.model_validate(data)
@@ -185,7 +188,8 @@ def load_run(path: Path, overrides: list[str] = ()) -> RunSpec:
         err = exc.errors(include_url=False)[0]
         loc = tuple(err["loc"])
         field = ".".join(str(p) for p in loc) or "(top level)"
-        raise UsageError(f"{path}:{line_at(data, loc)}: {field}: {err['msg']}") from None
+        where = f"{path}:{line_at(data, loc)}" if path is not None else "--set"
+        raise UsageError(f"{where}: {field}: {err['msg']}") from None
 
 
 def _register_schema() -> None:

@@ -142,3 +142,19 @@ def test_sweep_ranks_and_counts_rejections(build: Path) -> None:
     assert scores == sorted(scores, reverse=True) and len(scores) >= 1
     for r in out["top"]:
         assert r["tp"] * r["pp"] * r["dp"] * r["cp"] == 1024 and 512 % (r["dp"] * r["micro_batch"]) == 0
+
+
+def test_estimate_from_flags_alone(build: Path) -> None:
+    flags = ["name=flags", "model.layers=32", "model.hidden=4096", "model.ffn_hidden=11008", "model.heads=32",
+             "model.vocab=32000", "model.seq_len=4096", "model.ffn_matrices=3", "model.norm_vectors=1",
+             "layout.tp=8", "layout.dp=8", "layout.global_batch=256", "gpus=64", "tokens=1e12 token",
+             "hardware=[gpu_h100_sxm, dgx_h100_node, infiniband_ndr_fat_tree]",
+             "presets=[estimate_defaults, megatron_lm_software, calibration]"]
+    args = [a for f in flags for a in ("--set", f)] + [
+        "--assign", "link.queue.background_load=0", "--assign", "link.inter.cable_length=100 m",
+        "--assign", "mem.l2.bytes_per_clk_datasheet=5120 B", "--samples", "200", "--json"]
+    res = gp(build, "estimate", *args)
+    assert res.returncode == 0, res.stderr
+    assert figure(json.loads(res.stdout), "training.t_step")["value"] > 0
+    bad = gp(build, "estimate", "--set", "name=x")
+    assert bad.returncode == 2 and bad.stderr.strip() == "Error: --set: model: Field required"
