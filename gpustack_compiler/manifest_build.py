@@ -135,7 +135,7 @@ def _relation_record(name: str, rel: RelEntry, table: SymbolTable, cache: Symbol
         record["pieces"] = [{"when": p.when, "expression": p.expression} for p in spec.pieces]
     if spec.kind == "stochastic":
         record["parameters"] = dict(sorted(spec.parameters.items()))
-        record["parameter_dimensions"] = {k: v for k, v in STOCHASTIC_PARAMETERS[spec.distribution].items()}
+        record["parameter_dimensions"] = dict(STOCHASTIC_PARAMETERS[spec.distribution])
     return record
 
 
@@ -187,11 +187,8 @@ def build_manifest(cat: Catalog, graph: CatalogGraph, catalog_hash: str, cache: 
         edges.append({"source": name, "target": r["defines"], "type": "DEFINES"})
     references = {k: {**ref.model_dump(), "file": loc.file, "line": loc.line}
                   for k, (ref, loc) in sorted(cat.references.items())}
-    presets = {name: {**p.spec.model_dump(mode="json"), "file": p.loc.file, "line": p.loc.line}
+    presets = {name: {**p.spec.model_dump(mode="json", exclude_none=True), "file": p.loc.file, "line": p.loc.line}
                for name, p in sorted(cat.presets.items())}
-    for p in presets.values():
-        p["assignments"] = {k: (v if not isinstance(v, dict) else {kk: vv for kk, vv in v.items() if vv is not None})
-                            for k, v in p["assignments"].items()}
     manifest = {
         "schema_version": SCHEMA_VERSION,
         "catalog_hash": catalog_hash,

@@ -29,7 +29,7 @@ class Result:
     cached: bool = False
 
 
-def graph_of(cat: Catalog) -> CatalogGraph:
+def catalog_graph(cat: Catalog) -> CatalogGraph:
     from .graph import CatalogGraph
     from .manifest_build import relation_edges
 
@@ -102,7 +102,7 @@ def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cac
     cat = load_catalog(catalog_dir)
     manifest = None
     if cat.units is not None:
-        graph = graph_of(cat)
+        graph = catalog_graph(cat)
         check_graph(cat, graph)
         if not cat.findings.errors:
             from .manifest_build import RelationBuildError, build_manifest
