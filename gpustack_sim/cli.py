@@ -13,20 +13,28 @@ from gpustack_compiler.errors import EXIT_INFRA, GpustackError
 
 from . import cmd_calibration, cmd_resolve, cmd_run, cmd_scenario  # noqa: F401  (register their commands)
 
+# Typer 0.22 and later parse with a vendored copy of click, so a usage error, exit or abort may be an
+# instance of either copy's class.
+_CLICK_ERRORS = tuple({click.ClickException, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")})
+_EXITS = (click.exceptions.Exit, typer.Exit)
+_ABORTS = (click.exceptions.Abort, typer.Abort)
+
 
 def main() -> None:
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="gpustack")
     except GpustackError as exc:
         sys.stderr.write(f"Error: {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else "") + "\n")
         sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except _EXITS as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except _ABORTS:
         sys.stderr.write("Aborted.\n")
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
+    except _CLICK_ERRORS as exc:
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (hint: {ctx.command_path} --help)" if ctx is not None else ""
+        sys.stderr.write(f"Error: {exc.format_message()}{hint}\n")
         sys.exit(exc.exit_code)
     except OSError as exc:
         sys.stderr.write(f"Error: {exc.strerror or exc} ({getattr(exc, 'filename', '') or ''})\n")

@@ -170,6 +170,8 @@ def load_run(path: Path | None, overrides: list[str] = ()) -> RunSpec:
     from gpustack_compiler.yaml_lines import YamlError, line_at, load
 
     data: dict = {}
+    if path is None and not overrides:
+        raise UsageError("no run given: pass a run file (see runs/) or describe the run with --set FIELD=VALUE flags")
     if path is not None:
         try:
             text = path.read_text(encoding="utf-8")

@@ -117,6 +117,18 @@ def test_check_formats_and_exit_codes(tmp_path: Path) -> None:
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
 
 
+@pytest.mark.parametrize("args, says", [
+    (("check", "--bogus"), "No such option: --bogus (hint: gpustack check --help)"),
+    (("frobnicate",), "No such command 'frobnicate'."),
+    (("resolve", "training.t_step", "--run", "x"), "No such option: --run"),
+    (("estimate",), "no run given"),
+])
+def test_usage_errors_are_one_line(args: tuple[str, ...], says: str) -> None:
+    res = run(*args)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and says in res.stderr and "Traceback" not in res.stderr
+
+
 def test_committed_schemas_are_fresh() -> None:
     assert "run.schema.json" in schema_mod.SCHEMA_FILES
     assert schema_mod.stale(REPO / "schemas") == []
