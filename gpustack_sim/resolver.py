@@ -323,7 +323,7 @@ class _Run:
         elif kind == "differential":
             value, note = self.integrate(rel, subs)
         else:
-            value = _num(self.r._expr(rel, "expression").xreplace(_sympify(subs)))
+            value = _num(_substitute(self.r._expr(rel, "expression"), _sympify(subs)))
         return value, inputs, note
 
     def piecewise(self, rel: dict):
@@ -334,7 +334,7 @@ class _Run:
             for sym in expr.free_symbols:
                 if sym.name not in inputs:
                     inputs[sym.name] = self.value_of(sym.name)
-            return expr.xreplace(_sympify({s: inputs[s.name] for s in expr.free_symbols}))
+            return _substitute(expr, _sympify({s: inputs[s.name] for s in expr.free_symbols}))
 
         pieces, note = [], None
         for i, piece in enumerate(rel["pieces"]):
@@ -482,6 +482,21 @@ def _merge(subgraphs: list[dict]) -> dict:
 
 def _sympify(subs: dict) -> dict:
     return {k: (sympy.Float(v, 17) if isinstance(v, float) else v) for k, v in subs.items()}
+
+
+def _substitute(expr, subs: dict):
+    """`xreplace`, except that a Min or Max whose arguments stay symbolic is built unevaluated: sympy's
+    pairwise search for dominated arguments costs more than it saves when the result is lambdified."""
+    if expr in subs:
+        return subs[expr]
+    if not expr.args:
+        return expr
+    args = [_substitute(a, subs) for a in expr.args]
+    if all(new is old for new, old in zip(args, expr.args)):
+        return expr
+    if expr.func in (sympy.Min, sympy.Max) and not all(a.is_number for a in args):
+        return expr.func(*args, evaluate=False)
+    return expr.func(*args)
 
 
 def _num(expr):
