@@ -132,6 +132,16 @@ def test_validate_scores_and_names_bad_rows(build: Path, calibration, tmp_path: 
     assert json.loads(res.stdout)["rows"][0]["target"] == "training.achieved_flops_megatron"
 
 
+def test_held_out_validation_set(build: Path, calibration) -> None:
+    # Scored, never fitted to: a regression guard on out-of-sample accuracy, not a tuning target.
+    res = gp(build, "validate", str(REPO / "validation" / "narayanan2021_table1.csv"), "--json", "--samples", "300")
+    assert res.returncode == 0, res.stderr
+    val = json.loads(res.stdout)
+    assert len(val["rows"]) == 10
+    assert {r["target"] for r in val["rows"]} == {"training.achieved_flops_megatron"}
+    assert val["mape"] < 0.15 and val["spearman"] > 0.5
+
+
 def test_sweep_ranks_and_counts_rejections(build: Path) -> None:
     res = gp(build, "sweep", str(RUN), "--grid", "tp=1,2,4,8,16", "--grid", "pp=1,2,4,8",
              "--grid", "micro_batch=1,2,4", "--json")
