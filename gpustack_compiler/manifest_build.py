@@ -127,7 +127,7 @@ def _relation_record(name: str, rel: RelEntry, table: SymbolTable, cache: Symbol
     }
     if spec.kind == "constraint":
         record["constrains"] = list(rel.inputs)
-    for extra in ("variant", "validity", "with_respect_to", "tolerance", "max_iterations", "distribution"):
+    for extra in ("variant", "leaves_out", "validity", "with_respect_to", "tolerance", "max_iterations", "distribution"):
         value = getattr(spec, extra, None)
         if value is not None:
             record[extra] = value

@@ -80,6 +80,9 @@ class Variant(_RelationBase):
     defines: Name
     variant: Annotated[str, Field(pattern=KEY_PATTERN)]
     expression: Expression
+    leaves_out: Annotated[str | None, Field(min_length=1, description=(
+        "What this definition does not count (an accounting boundary, such as costs or loads without a "
+        "sourced figure); every estimate whose figures use it says so."))] = None
 
 
 class Approximation(_RelationBase):

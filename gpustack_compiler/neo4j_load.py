@@ -143,7 +143,8 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             "name": n, "kind": r["kind"], "system": r.get("system"), "defines": r.get("defines"),
             "inputs": r.get("inputs") or [], "constrains": r.get("constrains"),
             "expression": _expression_text(r), "canonical": r.get("canonical"), "latex": r.get("latex"),
-            "description": r.get("description"), "variant": r.get("variant"), "validity": r.get("validity"),
+            "description": r.get("description"), "variant": r.get("variant"), "leaves_out": r.get("leaves_out"),
+            "validity": r.get("validity"),
             "references": r.get("references") or [], "dimension_checked": r.get("dimension_checked"),
             "file": r.get("file"), "line": r.get("line"), "record": _record(r), MARKER: load})})
     p.relations = sorted(by_kind.items())

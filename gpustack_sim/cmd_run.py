@@ -83,6 +83,13 @@ def estimate_lines(est: Estimate) -> list[str]:
             lines.append(f"memory: {mem['per_gpu_without_buffers']:.4g} {units} per GPU before runtime buffers, "
                          f"of {cap}: {mem['status']} ({mem['headroom_for_buffers']:.4g} {units})"
                          + (f"; {parts}" if parts else ""))
+    boundaries: dict[tuple[str, str], list[str]] = {}
+    for f in est.figures:
+        for choice, what in f.leaves_out.items():
+            boundaries.setdefault((choice, what), []).append(f.label)
+    if boundaries:
+        lines.append("not counted (definitions chosen by the presets that leave something out):")
+        lines.extend(f"  {what} [{choice}]: in {', '.join(labels)}" for (choice, what), labels in sorted(boundaries.items()))
     missing: dict[str, set] = {}
     for f in est.figures:
         for name, meta in f.missing.items():

@@ -50,10 +50,12 @@ class Figure:
     missing: dict[str, dict] = field(default_factory=dict)
     error: str | None = None
     relations: int = 0
+    leaves_out: dict[str, str] = field(default_factory=dict)  # "variable=variant" -> what it does not count
 
     def as_dict(self) -> dict:
         out = {"label": self.label, "target": self.target, "units": self.units, "value": self.value,
-               "missing": sorted(self.missing), "error": self.error, "relations": self.relations}
+               "missing": sorted(self.missing), "error": self.error, "relations": self.relations,
+               "leaves_out": dict(sorted(self.leaves_out.items()))}
         if self.interval:
             out.update({f"p{k}": v for k, v in self.interval.items()})
         return out
@@ -108,12 +110,24 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
             fig.value, fig.missing = res.value, res.missing
             fig.relations = sum(1 for s in res.trace if s.relation)
             fig.interval = bands.get(target)
+            fig.leaves_out = _boundaries(resolver, res)
         figures.append(fig)
     memory = _memory(point, resolver)
     uncertain = {d.name: d.describe(resolver.source.variable(d.name)["scale"]) for d in dists}
     return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,
                     samples if dists else 0, seed,
                     {t: r for t, r in point.items() if isinstance(r, Resolution)})
+
+
+def _boundaries(resolver: Resolver, res: Resolution) -> dict[str, str]:
+    """The accounting boundaries a figure was computed inside: chosen definitions that say what they leave out."""
+    out = {}
+    for step in res.trace:
+        # Only variants carry a boundary; asking for them alone keeps a Neo4j-backed estimate to a few queries.
+        rel = resolver.source.relation(step.relation) if step.variant else None
+        if rel and rel.get("leaves_out"):
+            out[f"{step.variable}={step.variant}"] = rel["leaves_out"]
+    return out
 
 
 def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists: list[Distribution],

@@ -127,7 +127,8 @@ RELIABILITY = [
 
 
 def test_availability_falls_with_cluster_size(cat: Engine) -> None:
-    variants = ["cluster.ckpt.t_blocking=sync", "cluster.ckpt.interval=daly", "opt.state.n_moments=adamw"]
+    variants = ["cluster.ckpt.t_blocking=sync", "cluster.ckpt.interval=daly", "opt.state.n_moments=adamw",
+                "cluster.rel.job_failure_rate=components"]
     avail = []
     for n in (1024, 4096, 16384):
         res = cat.resolve("cluster.rel.availability", assign=RELIABILITY + [f"par.n_gpus={n}"], variants=variants)
