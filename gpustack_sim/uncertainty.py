@@ -76,8 +76,29 @@ _ELEMENTWISE = {"vmin": lambda *a: functools.reduce(np.minimum, a), "vmax": lamb
 def vectorize(symbols: list, expr: sympy.Basic):
     """Compile `expr` to a numpy function of `symbols`, elementwise throughout: lambdify's Min/Max stack
     their arguments, which fails when one is a scalar and another an array."""
-    expr = expr.replace(sympy.Min, lambda *a: _VMIN(*a)).replace(sympy.Max, lambda *a: _VMAX(*a))
-    return sympy.lambdify(symbols, expr, modules=[_ELEMENTWISE, "numpy"])
+    args = [sympy.Symbol(f"x{i}") for i in range(len(symbols))]
+    rebuilt = _for_numpy(expr, dict(zip(symbols, args)), {})
+    return sympy.lambdify(args, rebuilt, modules=[_ELEMENTWISE, "numpy"])
+
+
+def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:
+    """The expression with Min/Max made elementwise and the (dotted) catalog names made identifiers, rebuilt
+    without evaluation: re-simplifying a large symbolic tree, and lambdify renaming arguments that are not
+    identifiers, each cost more than compiling it."""
+    if expr in names:
+        return names[expr]
+    if not expr.args:
+        return expr
+    if expr in seen:
+        return seen[expr]
+    args = [_for_numpy(a, names, seen) for a in expr.args]
+    func = _VMIN if expr.func is sympy.Min else _VMAX if expr.func is sympy.Max else expr.func
+    try:
+        out = func(*args, evaluate=False)
+    except TypeError:  # a few node types (ExprCondPair) take no evaluate flag
+        out = func(*args)
+    seen[expr] = out
+    return out
 
 
 def percentiles(values: np.ndarray) -> dict[int, float]:
