@@ -21,7 +21,7 @@ from gpustack_compiler.errors import UsageError
 
 from .resolver import ResolveError, Resolver
 from .run import RunSpec
-from .scenario import Scenario, ScenarioBuilder
+from .scenario import ScenarioBuilder
 from .estimate import build_scenario
 from .uncertainty import vectorize
 
@@ -196,8 +196,7 @@ class RowModels:
             scenario = build_scenario(scenarios, row.run)
             scenario.assignments.update(held_at.assignments)
             roots = [r for p in params for r in p.roots]
-            held = Scenario({k: v for k, v in scenario.assignments.items() if k not in roots},
-                            dict(scenario.variants), list(scenario.presets), frozenset(roots), list(scenario.modes))
+            held = scenario.holding(roots)
             try:
                 res = resolver.resolve(row.target, held)
             except ResolveError as exc:

@@ -133,8 +133,7 @@ def _boundaries(resolver: Resolver, res: Resolution) -> dict[str, str]:
 def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists: list[Distribution],
                samples: int, seed: int) -> dict[str, dict[int, float]]:
     names = [d.name for d in dists]
-    held = Scenario({k: v for k, v in scenario.assignments.items() if k not in names}, dict(scenario.variants),
-                    list(scenario.presets), frozenset(names), list(scenario.modes))
+    held = scenario.holding(names)
     symbolic = resolver.resolve_many(targets, held)
     rng = np.random.Generator(np.random.PCG64(seed))
     draws = [d.draw(rng, samples) for d in dists]

@@ -26,6 +26,12 @@ class Scenario:
     sampled: frozenset[str] = frozenset()  # boundaries kept symbolic: their values come from samples
     modes: list[str] = field(default_factory=list)  # variant keys chosen wherever they exist
 
+    def holding(self, names) -> "Scenario":
+        """The same scenario with `names` kept symbolic (sampled, swept or fitted) instead of assigned."""
+        names = frozenset(names)
+        return Scenario({k: v for k, v in self.assignments.items() if k not in names}, dict(self.variants),
+                        list(self.presets), names, list(self.modes))
+
 
 class ScenarioBuilder:
     def __init__(self, manifest: dict):

@@ -18,7 +18,7 @@ from gpustack_compiler.errors import UsageError
 from .estimate import BUFFERS, build_scenario
 from .resolver import ResolveError, Resolver
 from .run import RECOMPUTE, RunSpec
-from .scenario import Scenario, ScenarioBuilder
+from .scenario import ScenarioBuilder
 from .uncertainty import vectorize
 
 # grid key -> (catalog variable, how a grid value is read)
@@ -93,8 +93,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: di
 
     scenario = build_scenario(scenarios, run)
     swept = [AXES[k][0] for k in AXES]
-    held = Scenario({k: v for k, v in scenario.assignments.items() if k not in swept}, dict(scenario.variants),
-                    list(scenario.presets), frozenset(swept), list(scenario.modes))
+    held = scenario.holding(swept)
     names = [target, *MEMORY]
     resolved = resolver.resolve_many(names, held)
     arrays = [columns[k] for k in AXES]

@@ -131,8 +131,7 @@ class MonteCarlo:
 
     def compile(self, target: str, scenario: Scenario, sampled: list[str]):
         """The target as a numpy function of the sampled roots (in base units), plus the resolution."""
-        held = Scenario({k: v for k, v in scenario.assignments.items() if k not in sampled},
-                        dict(scenario.variants), list(scenario.presets), frozenset(sampled))
+        held = scenario.holding(sampled)
         res: Resolution = self.resolver.resolve(target, held)
         others = sorted(res.missing)
         if others:

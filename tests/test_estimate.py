@@ -58,6 +58,41 @@ def test_estimate_is_physically_consistent(estimate: dict) -> None:
         assert (mem["headroom_for_buffers"] > 0) == mem["status"].startswith("fits")
 
 
+TIME_ENERGY_COST = ["training.cluster_availability", "training.wallclock", "econ.run.it_energy", "econ.run.energy",
+                    "econ.run.capex_cost", "econ.run.power_cost", "econ.run.total_cost", "econ.cost.per_token"]
+
+
+@pytest.mark.parametrize("target", TIME_ENERGY_COST)
+def test_readme_run_resolves_time_energy_and_cost(estimate: dict, target: str) -> None:
+    fig = figure(estimate, target)
+    assert fig["error"] is None and fig["missing"] == [], fig
+    assert 0 < fig["p5"] <= fig["p50"] <= fig["p95"]
+
+
+def test_time_energy_and_cost_add_up(estimate: dict) -> None:
+    value = {t: figure(estimate, t)["value"] for t in TIME_ENERGY_COST + ["training.tokens_per_sec"]}
+    assert 0.9 < value["training.cluster_availability"] < 1
+    # 2e12 tokens at the failure-free rate, stretched by availability
+    assert value["training.wallclock"] * value["training.cluster_availability"] == pytest.approx(
+        2e12 / value["training.tokens_per_sec"], rel=1e-9)
+    # 128 nodes at the measured 7,752 W for the whole wallclock; the site at the reported PUE of 1.58
+    assert value["econ.run.it_energy"] * 3.6e6 == pytest.approx(128 * 7752 * value["training.wallclock"], rel=1e-9)
+    assert value["econ.run.energy"] == pytest.approx(1.58 * value["econ.run.it_energy"], rel=1e-9)
+    assert value["econ.run.power_cost"] == pytest.approx(0.0806 * value["econ.run.energy"], rel=1e-9)  # EIA 2023
+    assert value["econ.run.total_cost"] == pytest.approx(value["econ.run.capex_cost"] + value["econ.run.power_cost"],
+                                                         rel=1e-9)
+    assert value["econ.cost.per_token"] * 2e12 == pytest.approx(value["econ.run.total_cost"], rel=1e-9)
+
+
+def test_boundaries_are_reported(estimate: dict) -> None:
+    total = figure(estimate, "econ.cost.per_token")["leaves_out"]
+    assert "operating costs other than energy" in total["econ.run.total_cost=capex_energy"]
+    assert "storage servers" in total["cluster.site.it_power=measured_nodes_only"]
+    assert figure(estimate, "training.t_step")["leaves_out"] == {}
+    other = figure(estimate, "econ.run.opex_misc_cost")
+    assert other["value"] is None and "econ.opex.staff_per_mw" in other["missing"]
+
+
 def test_estimate_is_deterministic(build: Path, estimate: dict) -> None:
     again = json.loads(gp(build, "estimate", str(RUN), "--json", "--samples", "2000").stdout)
     assert again == estimate

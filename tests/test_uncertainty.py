@@ -64,3 +64,20 @@ def test_same_seed_same_bytes(tmp_path: Path) -> None:
     assert first.stdout == second.stdout
     other = json.loads(run(*args, "--seed", "4").stdout)["uncertainty"]
     assert other["p50"] != json.loads(first.stdout)["uncertainty"]["p50"]
+
+
+def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real: Engine) -> None:
+    # A run's scenario selects definitions by mode (dense, gqa, ...): sampling must keep them.
+    from gpustack_sim.estimate import build_scenario, estimate, fitted_distributions
+    from gpustack_sim.run import load_run
+
+    run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
+    scenario = build_scenario(real.scenarios, run)
+    dists = fitted_distributions(scenario)
+    assert dists and scenario.modes
+    summary = MonteCarlo(real.resolver).run("econ.cost.per_token", scenario, dists, 3000, seed=3)
+    est = estimate(real.resolver, real.scenarios, run, 3000, 3)
+    band = next(f for f in est.figures if f.target == "econ.cost.per_token").interval
+    assert band is not None and summary.nonfinite == 0
+    for p in (5, 50, 95):  # the same draws of the same inputs through the same expression
+        assert summary.percentiles[p] == pytest.approx(band[p], rel=1e-9)
