@@ -16,7 +16,7 @@ import numpy as np
 from .resolver import Resolution, ResolveError, Resolver
 from .run import RunSpec
 from .scenario import Scenario, ScenarioBuilder
-from .uncertainty import Distribution, parse_spec, percentiles, vectorize
+from .uncertainty import STAGE_LIMIT, Distribution, parse_spec, percentiles, vectorize_resolution
 
 FIGURES: list[tuple[str, str]] = [
     ("step time", "training.t_step"),
@@ -134,11 +134,11 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
                samples: int, seed: int) -> dict[str, dict[int, float]]:
     names = [d.name for d in dists]
     held = scenario.holding(names)
-    symbolic = resolver.resolve_many(targets, held)
+    symbolic = resolver.resolve_many(targets, held, stage_limit=STAGE_LIMIT)
     rng = np.random.Generator(np.random.PCG64(seed))
     draws = [d.draw(rng, samples) for d in dists]
     symbols = [resolver.symbol(n) for n in names]
-    out = {}
+    out, compiled = {}, {}
     for target, res in symbolic.items():
         if isinstance(res, ResolveError) or res.missing:
             continue
@@ -146,7 +146,7 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
         if res.value is not None:
             out[target] = {p: res.value for p in (5, 50, 95)}
             continue
-        fn = vectorize(symbols, res.symbolic)
+        fn = vectorize_resolution(symbols, res, compiled=compiled)
         values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (samples,)) / scale
         finite = values[np.isfinite(values)]
         if finite.size:

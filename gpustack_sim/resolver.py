@@ -77,6 +77,9 @@ class Resolution:
     fallbacks: list[str] = field(default_factory=list)
     solved: dict[str, float] = field(default_factory=dict)
     symbolic: sympy.Basic | None = None  # the value in base units when it depends on missing roots
+    # Staged runs: intermediate variables whose large symbolic values were cut out of `symbolic` (which then
+    # names them as symbols), in dependency order; see Resolver.resolve_many(stage_limit=...).
+    stages: dict[str, sympy.Basic] = field(default_factory=dict)
 
     @property
     def expression(self) -> str | None:
@@ -172,11 +175,16 @@ class Resolver:
                            f"--variant {var}=RELATION_NAME")
 
     # ---- resolution --------------------------------------------------------------------------
-    def resolve_many(self, targets: list[str], scenario: Scenario) -> dict[str, Resolution | ResolveError]:
+    def resolve_many(self, targets: list[str], scenario: Scenario,
+                     stage_limit: int | None = None) -> dict[str, Resolution | ResolveError]:
         """Several targets in one run, so shared upstream work is done once; each target gets the part of
-        the trace in its own cone, or the error that stopped it."""
+        the trace in its own cone, or the error that stopped it.
+
+        With `stage_limit`, a symbolic value larger than that many nodes is cut out and stands as its own
+        symbol downstream (`Resolution.stages`): building one huge expression costs sympy seconds of
+        simplification that a numeric evaluation of the stages in order never needs."""
         subs = {t: self._subgraph(t) for t in targets}
-        run = _Run(self, _merge(list(subs.values())), scenario, False)
+        run = _Run(self, _merge(list(subs.values())), scenario, False, stage_limit=stage_limit)
         values: dict[str, object] = {}
         for target in targets:
             try:
@@ -217,11 +225,15 @@ class Resolver:
         meta = self.source.variable(target)
         solved = {k: v / self.source.variable(k)["scale"] for k, v in run.solved.items()}
         # Missing means the value is still symbolic in it: a root that cancels out is not missing.
-        depends = set() if isinstance(value, float) else {s.name for s in value.free_symbols}
+        depends, stages = set(), {}
+        if not isinstance(value, float):
+            depends, used = _free_names(value, run.stages)
+            stages = {k: v for k, v in run.stages.items() if k in used}
         missing = {k: v for k, v in run.missing_meta().items() if k in depends}
         for name in depends & scenario.sampled:
             missing.pop(name, None)
-        res = Resolution(target, None, meta["scale"], meta["units"], trace, missing, run.checks, run.fallbacks, solved)
+        res = Resolution(target, None, meta["scale"], meta["units"], trace, missing, run.checks, run.fallbacks, solved,
+                         stages=stages)
         if isinstance(value, float):
             res.value = value / meta["scale"]
         else:
@@ -233,8 +245,10 @@ class _Run:
     """One resolution: values in base units (floats) or sympy expressions in missing roots."""
 
     def __init__(self, resolver: Resolver, sub: dict, scenario: Scenario, fallback: bool,
-                 solved: dict[str, float] | None = None):
+                 solved: dict[str, float] | None = None, stage_limit: int | None = None):
         self.r = resolver
+        self.stage_limit = stage_limit
+        self.stages: dict[str, sympy.Basic] = {}
         self.sub = sub
         self.scenario = scenario
         self.fallback = fallback
@@ -285,11 +299,15 @@ class _Run:
 
     def _record(self, name, rel, kind, variant, inputs, value, note):
         meta = self.var_meta(name)
-        self.values[name] = value
+        if self.stage_limit and rel is not None and not isinstance(value, float) and _larger(value, self.stage_limit):
+            self.stages[name] = value
+            self.values[name] = self.r.symbol(name)
+        else:
+            self.values[name] = value
         raw = {k: (v, self.scale(k)) for k, v in inputs.items()}
         self.trace.append(Step(name, rel, kind, variant, raw, value, meta["scale"], meta["units"], note))
         self.check_domain(name, value)
-        return value
+        return self.values[name]
 
     def scale(self, name: str) -> float:
         if name in self.sub["constants"]:
@@ -482,6 +500,27 @@ def _merge(subgraphs: list[dict]) -> dict:
 
 def _sympify(subs: dict) -> dict:
     return {k: (sympy.Float(v, 17) if isinstance(v, float) else v) for k, v in subs.items()}
+
+
+def _larger(expr, limit: int) -> bool:
+    for i, _ in enumerate(sympy.preorder_traversal(expr)):
+        if i >= limit:
+            return True
+    return False
+
+
+def _free_names(value, stages: dict) -> tuple[set[str], set[str]]:
+    """Names a staged value finally depends on, and the stages it goes through."""
+    names, used, todo = set(), set(), [value]
+    while todo:
+        for sym in todo.pop().free_symbols:
+            if sym.name in stages:
+                if sym.name not in used:
+                    used.add(sym.name)
+                    todo.append(stages[sym.name])
+            else:
+                names.add(sym.name)
+    return names, used
 
 
 def _substitute(expr, subs: dict):

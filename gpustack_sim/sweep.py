@@ -19,7 +19,7 @@ from .estimate import BUFFERS, build_scenario
 from .resolver import ResolveError, Resolver
 from .run import RECOMPUTE, RunSpec
 from .scenario import ScenarioBuilder
-from .uncertainty import vectorize
+from .uncertainty import STAGE_LIMIT, vectorize_resolution
 
 # grid key -> (catalog variable, how a grid value is read)
 AXES = {
@@ -95,18 +95,19 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: di
     swept = [AXES[k][0] for k in AXES]
     held = scenario.holding(swept)
     names = [target, *MEMORY]
-    resolved = resolver.resolve_many(names, held)
+    resolved = resolver.resolve_many(names, held, stage_limit=STAGE_LIMIT)
     arrays = [columns[k] for k in AXES]
     values = {}
     notes = []
+    compiled: dict = {}
     for name in names:
         res = resolved[name]
         if isinstance(res, ResolveError):
             raise UsageError(f"sweep: {name}: {res.message}", res.hint)
-        expr = res.symbolic
+        zero: tuple[str, ...] = ()
         if name == MEMORY[0] and set(res.missing) == {BUFFERS}:
             # runtime buffers have no source: memory fit is judged before them (as the estimate states it)
-            expr = expr.xreplace({resolver.symbol(BUFFERS): 0})
+            zero = (BUFFERS,)
             notes.append("memory fit judged before runtime buffers (par.memory.buffers has no source)")
         elif res.missing:
             raise UsageError(f"sweep: {name} still needs {', '.join(sorted(res.missing))}", "add them to a preset")
@@ -114,7 +115,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: di
         if res.value is not None:
             values[name] = np.full(n, res.value * scale)
         else:
-            fn = vectorize([resolver.symbol(v) for v in swept], expr)
+            fn = vectorize_resolution([resolver.symbol(v) for v in swept], res, zero, compiled)
             with np.errstate(all="ignore"):
                 values[name] = np.broadcast_to(np.asarray(fn(*arrays), dtype=float), (n,))
     reasons = _rejections(run, columns, values, target)

@@ -17,7 +17,7 @@ import sympy
 
 from gpustack_compiler.errors import UsageError
 
-from .resolver import Resolution, Resolver
+from .resolver import Resolution, ResolveError, Resolver
 from .scenario import Scenario, ScenarioBuilder
 
 SPEC = re.compile(r"^\s*([a-z][a-z0-9_.]*)\s*~\s*(normal|lognormal|uniform)\s*\((.*)\)\s*$")
@@ -81,6 +81,33 @@ def vectorize(symbols: list, expr: sympy.Basic):
     return sympy.lambdify(args, rebuilt, modules=[_ELEMENTWISE, "numpy"])
 
 
+# Symbolic values larger than this many nodes are cut into stages when a resolution is compiled for numpy.
+STAGE_LIMIT = 200
+
+
+def vectorize_resolution(symbols: list, res: Resolution, zero: tuple[str, ...] = (), compiled: dict | None = None):
+    """A numpy function of `symbols` for a symbolic resolution. A staged one is compiled stage by stage
+    (once per `compiled` cache, which several targets of one run may share) and evaluated in dependency
+    order, then the target from the stages. Names in `zero` read as 0."""
+    compiled = {} if compiled is None else compiled
+    steps = []
+    for name, expr in res.stages.items():
+        if name not in compiled:
+            args = sorted(expr.free_symbols, key=lambda s: s.name)
+            compiled[name] = ([a.name for a in args], vectorize(args, expr))
+        steps.append((name, *compiled[name]))
+    args = sorted(res.symbolic.free_symbols, key=lambda s: s.name)
+    steps.append((None, [a.name for a in args], vectorize(args, res.symbolic)))
+
+    def fn(*arrays):
+        env = {s.name: a for s, a in zip(symbols, arrays)}
+        env.update({n: 0.0 for n in zero})
+        for name, needs, f in steps:
+            env[name] = f(*(env[a] for a in needs))
+        return env[None]
+    return fn
+
+
 def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:
     """The expression with Min/Max made elementwise and the (dotted) catalog names made identifiers, rebuilt
     without evaluation: re-simplifying a large symbolic tree, and lambdify renaming arguments that are not
@@ -131,8 +158,12 @@ class MonteCarlo:
 
     def compile(self, target: str, scenario: Scenario, sampled: list[str]):
         """The target as a numpy function of the sampled roots (in base units), plus the resolution."""
+        if self.resolver.source.variable(target) is None:
+            raise UsageError(f"unknown variable `{target}`")
         held = scenario.holding(sampled)
-        res: Resolution = self.resolver.resolve(target, held)
+        res = self.resolver.resolve_many([target], held, stage_limit=STAGE_LIMIT)[target]
+        if isinstance(res, ResolveError):
+            raise res
         others = sorted(res.missing)
         if others:
             raise UsageError(f"{target} still depends on unassigned roots: {', '.join(others)}",
@@ -141,7 +172,7 @@ class MonteCarlo:
         if res.value is not None:
             return (lambda *arrays: np.full(len(arrays[0]) if arrays else 1, res.value * meta["scale"])), res
         symbols = [self.resolver.symbol(n) for n in sampled]
-        return vectorize(symbols, res.symbolic), res
+        return vectorize_resolution(symbols, res), res
 
     def run(self, target: str, scenario: Scenario, dists: list[Distribution], n: int, seed: int) -> Summary:
         if n < 2:

@@ -81,3 +81,23 @@ def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real: Engine) -> N
     assert band is not None and summary.nonfinite == 0
     for p in (5, 50, 95):  # the same draws of the same inputs through the same expression
         assert summary.percentiles[p] == pytest.approx(band[p], rel=1e-9)
+
+
+def test_staged_compilation_matches_one_expression(real: Engine) -> None:
+    # Cutting large symbolic values into stages changes how the function is built, not what it computes.
+    from gpustack_sim.estimate import build_scenario, fitted_distributions
+    from gpustack_sim.run import load_run
+    from gpustack_sim.uncertainty import vectorize, vectorize_resolution
+
+    run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
+    scenario = build_scenario(real.scenarios, run)
+    names = [d.name for d in fitted_distributions(scenario)]
+    held = scenario.holding(names)
+    symbols = [real.resolver.symbol(n) for n in names]
+    draws = [d.draw(np.random.Generator(np.random.PCG64(5)), 200) for d in fitted_distributions(scenario)]
+    target = "econ.cost.per_token"
+    whole = real.resolver.resolve_many([target], held)[target]
+    staged = real.resolver.resolve_many([target], held, stage_limit=5)[target]
+    assert not whole.stages and len(staged.stages) > 10 and staged.missing == whole.missing == {}
+    expected = vectorize(symbols, whole.symbolic)(*draws)
+    assert np.allclose(vectorize_resolution(symbols, staged)(*draws), expected, rtol=1e-12, atol=0)
