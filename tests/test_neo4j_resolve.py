@@ -45,3 +45,17 @@ def test_same_symbolic_result_with_missing_roots(resolvers) -> None:
     scenario.variants["gpu.power.total"] = "measured"
     a, b = neo.resolve("econ.cost.per_token", scenario), mem.resolve("econ.cost.per_token", scenario)
     assert a.missing == b.missing and a.missing and a.expression == b.expression
+
+
+def test_same_estimate_of_the_readme_run(resolvers) -> None:
+    # The whole estimate, intervals and boundaries included, from either source.
+    from pathlib import Path
+
+    from gpustack_sim.estimate import estimate
+    from gpustack_sim.run import load_run
+
+    neo, mem, scenarios = resolvers
+    run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
+    a, b = estimate(neo, scenarios, run, 500, 1), estimate(mem, scenarios, run, 500, 1)
+    assert a.as_dict() == b.as_dict()
+    assert any(f["leaves_out"] for f in a.as_dict()["figures"])
