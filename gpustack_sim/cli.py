@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
 from gpustack_compiler.cli import app
@@ -13,11 +12,11 @@ from gpustack_compiler.errors import EXIT_INFRA, GpustackError
 
 from . import cmd_calibration, cmd_resolve, cmd_run, cmd_scenario  # noqa: F401  (register their commands)
 
-# Typer 0.22 and later parse with a vendored copy of click, so a usage error, exit or abort may be an
-# instance of either copy's class.
-_CLICK_ERRORS = tuple({click.ClickException, *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")})
-_EXITS = (click.exceptions.Exit, typer.Exit)
-_ABORTS = (click.exceptions.Abort, typer.Abort)
+# The click typer parses with: click itself before typer 0.22, a vendored copy since (click is then not
+# installed at all), found through the module of typer's own usage-error class.
+_click = sys.modules[typer.BadParameter.__module__]
+_EXITS = (getattr(_click, "Exit", typer.Exit), typer.Exit)
+_ABORTS = (getattr(_click, "Abort", typer.Abort), typer.Abort)
 
 
 def main() -> None:
@@ -31,7 +30,7 @@ def main() -> None:
     except _ABORTS:
         sys.stderr.write("Aborted.\n")
         sys.exit(130)
-    except _CLICK_ERRORS as exc:
+    except _click.ClickException as exc:
         ctx = getattr(exc, "ctx", None)
         hint = f" (hint: {ctx.command_path} --help)" if ctx is not None else ""
         sys.stderr.write(f"Error: {exc.format_message()}{hint}\n")
