@@ -11,28 +11,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
+from cli_process import median_wall
 from synthetic_catalog import generate
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def wall(args: list[str], repeat: int) -> float:
-    """Median wall time of running `gpustack ARGS` as a fresh process."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        res = subprocess.run([sys.executable, "-c", "from gpustack_sim.cli import main; main()", *args],
-                             cwd=REPO, capture_output=True, text=True)
-        times.append(time.perf_counter() - start)
-        if res.returncode not in (0,):
-            raise SystemExit(f"gpustack {' '.join(args)} failed:\n{res.stderr}{res.stdout[-2000:]}")
-    return statistics.median(times)
 
 
 def check_and_compile(catalog: Path, build: Path, repeat: int, cold: bool) -> float:
@@ -40,8 +25,8 @@ def check_and_compile(catalog: Path, build: Path, repeat: int, cold: bool) -> fl
     for _ in range(repeat):
         if cold:
             shutil.rmtree(build, ignore_errors=True)
-        t = wall(["--catalog", str(catalog), "--build-dir", str(build), "check"], 1)
-        t += wall(["--catalog", str(catalog), "--build-dir", str(build), "compile"], 1)
+        t = median_wall(["--catalog", str(catalog), "--build-dir", str(build), "check"], 1)
+        t += median_wall(["--catalog", str(catalog), "--build-dir", str(build), "compile"], 1)
         total.append(t)
     return statistics.median(total)
 

@@ -9,13 +9,11 @@ cost per token in at most 1 s; sweep throughput of at least 100,000 layouts per 
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from cli_process import median_wall
 from gpustack_compiler import pipeline
 from gpustack_compiler.source import ManifestSource
 from gpustack_compiler.units import UnitSystem
@@ -47,16 +45,7 @@ def main() -> None:
         manifest = pipeline.run(args.catalog, Path(build), write_manifest=True).manifest
         if manifest is None:
             raise SystemExit("the catalog has errors: run `gpustack check`")
-        cmd = [sys.executable, "-c", "from gpustack_sim.cli import main; main()", "--catalog", str(args.catalog),
-               "--build-dir", build, "estimate", str(args.run)]
-        walls = []
-        for _ in range(3):
-            start = time.perf_counter()
-            res = subprocess.run(cmd, capture_output=True, text=True)
-            walls.append(time.perf_counter() - start)
-            if res.returncode:
-                raise SystemExit(f"estimate failed: {res.stderr}")
-        wall = statistics.median(walls)
+        wall = median_wall(["--catalog", str(args.catalog), "--build-dir", build, "estimate", str(args.run)], 3)
         lines.append(row("gpustack estimate process, median wall", wall, "s", "<= 2", wall <= 2))
 
         resolver = Resolver(ManifestSource(manifest), UnitSystem.from_manifest(manifest["units"]))

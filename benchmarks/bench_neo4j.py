@@ -18,12 +18,12 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from cli_process import run_cli
 from synthetic_catalog import generate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,12 +68,7 @@ class PrivateServer:
 
 def gpustack(*args: str) -> tuple[float, dict]:
     """Wall time and JSON output of `gpustack ARGS --json` as a fresh process."""
-    start = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", "from gpustack_sim.cli import main; main()", *args, "--json"],
-                         cwd=REPO, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if res.returncode != 0:
-        raise SystemExit(f"gpustack {' '.join(args)} failed (exit {res.returncode}):\n{res.stderr}")
+    wall, res = run_cli([*args, "--json"])
     return wall, json.loads(res.stdout)
 
 

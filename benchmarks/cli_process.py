@@ -1,0 +1,27 @@
+"""Timing `gpustack` as a fresh process, the way a user meets it (shared by the benchmark scripts)."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_cli(args: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+    """Wall time and result of `gpustack ARGS`; a failed run stops the benchmark with its error."""
+    start = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", "from gpustack_sim.cli import main; main()", *args],
+                         cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if res.returncode != 0:
+        raise SystemExit(f"gpustack {' '.join(args)} failed (exit {res.returncode}):\n{res.stderr}{res.stdout[-2000:]}")
+    return wall, res
+
+
+def median_wall(args: list[str], repeat: int) -> float:
+    """Median wall time of `gpustack ARGS` over `repeat` fresh processes."""
+    return statistics.median(run_cli(args)[0] for _ in range(repeat))
