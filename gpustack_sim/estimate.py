@@ -99,7 +99,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
     point = resolver.resolve_many(targets, scenario)
     dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
     bands = intervals(resolver, scenario, targets, dists, samples, seed) if dists else {}
-    figures = []
+    figures, known = [], {}
     for label, target in available:
         meta = resolver.source.variable(target)
         fig = Figure(label, target, meta["units"])
@@ -110,7 +110,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
             fig.value, fig.missing = res.value, res.missing
             fig.relations = sum(1 for s in res.trace if s.relation)
             fig.interval = bands.get(target)
-            fig.leaves_out = _boundaries(resolver, res)
+            fig.leaves_out = _boundaries(resolver, res, known)
         figures.append(fig)
     memory = _memory(point, resolver)
     uncertain = {d.name: d.describe(resolver.source.variable(d.name)["scale"]) for d in dists}
@@ -119,14 +119,18 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
                     {t: r for t, r in point.items() if isinstance(r, Resolution)})
 
 
-def _boundaries(resolver: Resolver, res: Resolution) -> dict[str, str]:
-    """The accounting boundaries a figure was computed inside: chosen definitions that say what they leave out."""
+def _boundaries(resolver: Resolver, res: Resolution, known: dict[str, str | None]) -> dict[str, str]:
+    """The accounting boundaries a figure was computed inside: chosen definitions that say what they leave out.
+    `known` remembers each variant's answer across figures, which share most of their traces."""
     out = {}
     for step in res.trace:
-        # Only variants carry a boundary; asking for them alone keeps a Neo4j-backed estimate to a few queries.
-        rel = resolver.source.relation(step.relation) if step.variant else None
-        if rel and rel.get("leaves_out"):
-            out[f"{step.variable}={step.variant}"] = rel["leaves_out"]
+        # Only variants carry a boundary; asking for them alone, once each, keeps a Neo4j-backed estimate cheap.
+        if not step.variant:
+            continue
+        if step.relation not in known:
+            known[step.relation] = (resolver.source.relation(step.relation) or {}).get("leaves_out")
+        if known[step.relation]:
+            out[f"{step.variable}={step.variant}"] = known[step.relation]
     return out
 
 
