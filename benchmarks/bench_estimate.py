@@ -16,13 +16,11 @@ from pathlib import Path
 from cli_process import median_wall
 from gpustack_compiler import pipeline
 from gpustack_compiler.source import ManifestSource
-from gpustack_compiler.units import UnitSystem
-from gpustack_sim.resolver import Resolver
-from gpustack_sim.run import load_run
-from gpustack_sim.scenario import ScenarioBuilder
-from gpustack_sim.sweep import parse_grid, sweep
-from gpustack_sim.estimate import build_scenario, fitted_distributions
-from gpustack_sim.uncertainty import MonteCarlo
+from gpustack_sim import Engine
+from gpustack_sim.engine.run import load_run
+from gpustack_sim.analyses.sweep import parse_grid, sweep
+from gpustack_sim.analyses.estimate import build_scenario, fitted_distributions
+from gpustack_sim.analyses.uncertainty import MonteCarlo
 
 REPO = Path(__file__).resolve().parent.parent
 GRID = ["tp=1,2,4,8", "pp=1,2,4,5,8,10,16,20", "dp=1,2,4,8,16,32,64,128,256,512,1024",
@@ -48,8 +46,8 @@ def main() -> None:
         wall = median_wall(["--catalog", str(args.catalog), "--build-dir", build, "estimate", str(args.run)], 3)
         lines.append(row("gpustack estimate process, median wall", wall, "s", "<= 2", wall <= 2))
 
-        resolver = Resolver(ManifestSource(manifest), UnitSystem.from_manifest(manifest["units"]))
-        scenarios = ScenarioBuilder(manifest)
+        engine = Engine(ManifestSource(manifest))
+        resolver, scenarios = engine.resolver, engine.scenarios
         run = load_run(args.run)
         scenario = build_scenario(scenarios, run)
         dists = fitted_distributions(scenario)  # the run's own uncertain inputs (fitted and sourced spreads)
@@ -68,7 +66,7 @@ def main() -> None:
         grid = parse_grid(GRID)
         for objective in ("tokens_per_sec", "cost_per_token"):
             # a fresh resolver each time: nothing parsed or compiled before the sweep starts
-            fresh = Resolver(ManifestSource(manifest), UnitSystem.from_manifest(manifest["units"]))
+            fresh = Engine(ManifestSource(manifest)).resolver
             result = sweep(fresh, scenarios, run, grid, objective, 10)
             rate = result.evaluated / result.seconds
             lines.append(row(f"sweep by {objective}: {result.evaluated:,} layouts ({result.valid:,} valid)",

@@ -17,9 +17,7 @@ from pathlib import Path
 from cli_process import median_wall
 from gpustack_compiler import pipeline
 from gpustack_compiler.source import ManifestSource
-from gpustack_compiler.units import UnitSystem
-from gpustack_sim.resolver import Resolver
-from gpustack_sim.scenario import ScenarioBuilder
+from gpustack_sim import Engine
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET, PRESET = "econ.cost.per_token", "dense_training_cost_fixture"
@@ -34,8 +32,8 @@ def main() -> None:
         manifest = pipeline.run(args.catalog, Path(build), write_manifest=True).manifest
         if manifest is None:
             raise SystemExit("the catalog has errors: run `gpustack check`")
-        resolver = Resolver(ManifestSource(manifest), UnitSystem.from_manifest(manifest["units"]))
-        scenario = ScenarioBuilder(manifest).build([PRESET], [], [])
+        engine = Engine(ManifestSource(manifest))
+        resolver, scenario = engine.resolver, engine.scenario([PRESET])
         resolver.resolve(TARGET, scenario)  # warm-up: parse and build the relations once
         times = []
         for _ in range(args.repeat):

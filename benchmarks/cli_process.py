@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 def run_cli(args: list[str]) -> tuple[float, subprocess.CompletedProcess]:
     """Wall time and result of `gpustack ARGS`; a failed run stops the benchmark with its error."""
     start = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", "from gpustack_sim.cli import main; main()", *args],
+    res = subprocess.run([sys.executable, "-c", "from gpustack_sim.cli.main import main; main()", *args],
                          cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if res.returncode != 0:

@@ -1,28 +1,30 @@
-"""Errors users can cause, each with its exit code; mapped to one `Error:` line in one place."""
+"""The domain errors users can cause. Library code raises them; the command line alone decides what
+exit code each becomes (gpustack_sim/cli/main.py)."""
 
 from __future__ import annotations
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
-
 
 class GpustackError(Exception):
-    exit_code = EXIT_FINDINGS
-
     def __init__(self, message: str, hint: str | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
 
+    def __str__(self) -> str:
+        return self.message + (f" (hint: {self.hint})" if self.hint else "")
 
-class UsageError(GpustackError):
-    exit_code = EXIT_USAGE
+
+class InputError(GpustackError):
+    """Bad input: an argument, a run file, a data file, a name that does not exist."""
 
 
-class FindingsError(GpustackError):
-    """The catalog has errors; the findings were already printed."""
+class CatalogError(GpustackError):
+    """The catalog has errors; `findings` holds every one of them."""
 
-    exit_code = EXIT_FINDINGS
+    def __init__(self, message: str, hint: str | None = None, findings=None):
+        super().__init__(message, hint)
+        self.findings = findings
 
 
 class InfrastructureError(GpustackError):
-    exit_code = EXIT_INFRA
+    """Something outside the input failed: a server that does not answer, a disk that cannot be written."""

@@ -22,7 +22,7 @@ class Finding:
     column: int | None = None
     context: str | None = None
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         d = asdict(self)
         d["level"] = self.level.value
         return {k: d[k] for k in ("id", "level", "message", "file", "line", "column", "context")}
@@ -71,7 +71,7 @@ class Findings:
     def render(self, fmt: str) -> str:
         items = self.sorted()
         if fmt == "json":
-            return json.dumps({"findings": [f.as_dict() for f in items],
+            return json.dumps({"findings": [f.to_dict() for f in items],
                                "errors": len(self.errors), "warnings": len(self.warnings)}, indent=2)
         if fmt == "github":
             return "\n".join(f.as_github() for f in items)

@@ -206,6 +206,7 @@ def build_manifest(cat: Catalog, graph: CatalogGraph, catalog_hash: str, cache: 
         "edges": edges,
         "references": references,
         "presets": presets,
+        "variant_keys": sorted({r["variant"] for r in relations.values() if r["kind"] == "variant"}),
     }
     from .stats import compute_stats  # stats reads the manifest it is part of
 

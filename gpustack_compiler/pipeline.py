@@ -149,5 +149,5 @@ def _store(cache: Path, catalog_hash: str, findings: Findings, text: str | None)
         old.unlink(missing_ok=True)
     if text is not None:
         mf.write_text(text, cache / f"manifest-{catalog_hash}.json")
-    mf.write_text(json.dumps({"findings": [f.as_dict() for f in findings.items], "has_manifest": text is not None}),
+    mf.write_text(json.dumps({"findings": [f.to_dict() for f in findings.items], "has_manifest": text is not None}),
                   cache / f"result-{catalog_hash}.json")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from . import manifest as mf
-from .errors import UsageError
+from .errors import InputError
 from .suggest import did_you_mean
 from .graph import CatalogGraph, FamilyDebt, RootDebt
 from .stats import compute_stats
@@ -26,6 +26,7 @@ class GraphSource(Protocol):
     def stats(self) -> dict: ...
     def subgraph(self, target: str) -> dict: ...
     def relations_defining(self, names: list[str]) -> list[dict]: ...
+    def tables(self) -> dict: ...
 
 
 def root_meta(variables: dict, system: str | None) -> dict[str, tuple[str | None, str | None]]:
@@ -33,10 +34,18 @@ def root_meta(variables: dict, system: str | None) -> dict[str, tuple[str | None
             for n, v in variables.items() if v["is_root"] and (system is None or v["system"] == system)}
 
 
+# What the graph is made of; everything else in the manifest (units, presets, ...) is a table.
+GRAPH_PARTS = frozenset({"variables", "constants", "relations", "edges"})
+
+
 class ManifestSource:
     def __init__(self, manifest: dict):
         self.manifest = manifest
         self.graph: CatalogGraph = mf.graph_of(manifest)
+
+    def tables(self) -> dict:
+        """The manifest's tables: units, presets, variant keys, systems, references, statistics."""
+        return {k: v for k, v in self.manifest.items() if k not in GRAPH_PARTS}
 
     def names(self) -> list[str]:
         m = self.manifest
@@ -55,7 +64,7 @@ class ManifestSource:
         try:
             return self.graph.cone(name, upstream, depth)
         except KeyError:
-            raise UsageError(f"unknown name `{name}`", did_you_mean(name, self.names())) from None
+            raise InputError(f"unknown name `{name}`", did_you_mean(name, self.names())) from None
 
     def root_debt(self, system: str | None = None) -> list[RootDebt]:
         return self.graph.root_debt(root_meta(self.manifest["variables"], system))

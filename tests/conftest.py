@@ -72,7 +72,7 @@ class LocalServer:
 
     def __init__(self, root: Path, bolt: int | None = None, http: int | None = None, with_http: bool = True,
                  **start_args):
-        from gpustack_compiler import neo4j_server as srv
+        from gpustack_compiler.neo4j import server as srv
 
         self.srv = srv
         build = srv.ensure_built()  # in the user cache: built once, reused by every session
@@ -97,7 +97,7 @@ class Neo4jDB:
     """The database the tests use, with the few helpers they share."""
 
     def __init__(self, settings):
-        from gpustack_compiler.neo4j_conn import driver
+        from gpustack_compiler.neo4j.conn import driver
 
         self.settings = settings
         self.driver = driver(settings)
@@ -115,7 +115,7 @@ class Neo4jDB:
             return [r.data() for r in s.run(cypher, params)]
 
     def load(self, manifest: dict, **kw) -> dict:
-        from gpustack_compiler.neo4j_load import load
+        from gpustack_compiler.neo4j.load import load
 
         return load(manifest, self.settings, loaded_by=LOADED_BY, **kw)
 
@@ -153,7 +153,7 @@ class Neo4jDB:
 def neo4j_session(tmp_path_factory) -> Iterator[tuple[Neo4jDB | None, str | None]]:
     """(database, None) or (None, why there is none); started/connected once per session."""
     from gpustack_compiler.errors import GpustackError
-    from gpustack_compiler.neo4j_conn import Neo4jSettings
+    from gpustack_compiler.neo4j.conn import Neo4jSettings
 
     saved = {k: os.environ.get(k) for k in ENV_KEYS}
     server = None
@@ -162,7 +162,7 @@ def neo4j_session(tmp_path_factory) -> Iterator[tuple[Neo4jDB | None, str | None
         if os.environ.get("NEO4J_URI"):
             settings = Neo4jSettings.resolve()
         else:
-            from gpustack_compiler import neo4j_server as srv
+            from gpustack_compiler.neo4j import server as srv
 
             try:
                 server = LocalServer(tmp_path_factory.mktemp("neo4j"), TEST_BOLT_PORT, TEST_HTTP_PORT,
@@ -267,7 +267,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path
     import sys
 
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-c", "from gpustack_sim.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from gpustack_sim.cli.main import main; main()", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
@@ -283,7 +283,7 @@ def run_cli_here(*args: str, env: dict | None = None) -> CliResult:
     import sys
     from contextlib import redirect_stderr, redirect_stdout
 
-    from gpustack_sim.cli import main
+    from gpustack_sim.cli.main import main
 
     saved_env = {k: os.environ.get(k) for k in (env or {})}
     saved_argv = sys.argv

@@ -8,9 +8,7 @@ from pathlib import Path
 from gpustack_compiler import pipeline
 from gpustack_compiler.findings import Findings
 from gpustack_compiler.source import ManifestSource
-from gpustack_compiler.units import UnitSystem
-from gpustack_sim.resolver import Resolver
-from gpustack_sim.scenario import ScenarioBuilder
+from gpustack_sim import api
 
 REPO = Path(__file__).resolve().parent.parent
 CATALOG = REPO / "catalog"
@@ -74,18 +72,23 @@ def write_system(root: Path, system: str, body: str, name: str = "extra.yaml") -
     return path
 
 
-class Engine:
-    """A compiled catalog with a resolver over its manifest."""
+def as_mapping(items) -> dict[str, str]:
+    """`NAME=VALUE` items, as tests write them, for the engine's mappings."""
+    return dict(item.split("=", 1) for item in items)
+
+
+class Engine(api.Engine):
+    """The library engine over a catalog compiled in memory, with shortcuts for tests."""
 
     def __init__(self, root: Path):
         result = pipeline.run(root, None, write_manifest=False, use_cache=False)
         assert result.manifest is not None, result.findings.render("text")
         self.manifest = result.manifest
-        self.resolver = Resolver(ManifestSource(self.manifest), UnitSystem.from_manifest(self.manifest["units"]))
-        self.scenarios = ScenarioBuilder(self.manifest)
+        super().__init__(ManifestSource(self.manifest))
 
     def resolve(self, target, presets=(), assign=(), variants=(), **kw):
-        return self.resolver.resolve(target, self.scenarios.build(list(presets), list(assign), list(variants)), **kw)
+        scenario = self.scenarios.build(list(presets), as_mapping(assign), as_mapping(variants))
+        return self.resolver.resolve(target, scenario, **kw)
 
     def value(self, target: str, presets=(), assign=(), variants=(), base_units: bool = False) -> float:
         """A value that must resolve completely; in declared units, or coherent base units if asked."""

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gpustack_sim.run  # noqa: F401  (the engine registers the run-file schema, as the CLI does)
+import gpustack_sim.engine.run  # noqa: F401  (the engine registers the run-file schema, as the CLI does)
 from gpustack_compiler import schema as schema_mod
 from gpustack_compiler.expressions import ExprError, parse
 from helpers import CATALOG, REPO, mini_catalog
 
 
 def run(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from gpustack_sim.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from gpustack_sim.cli.main import main; main()", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
 
 
@@ -47,7 +47,7 @@ def test_compile_writes_deterministic_manifest(build: Path, tmp_path: Path) -> N
     second = run("--catalog", str(CATALOG), "--build-dir", str(other), "compile", "--json")
     assert (other / "manifest.json").read_text() == text  # cold build, byte-identical
     manifest = json.loads(text)
-    assert manifest["schema_version"] == "1.0"
+    assert manifest["schema_version"] == "1.1"
     assert manifest["catalog_hash"] == info["catalog_hash"] == json.loads(second.stdout)["catalog_hash"]
     rel = manifest["relations"]["econ.cost.per_token.ratio"]
     assert rel["inputs"] == ["econ.run.total_cost", "training.total_tokens"] and rel["latex"]

@@ -15,8 +15,8 @@ import pytest
 from conftest import LocalServer, compile_catalog, neo4j_required, run_cli
 from helpers import mini_catalog
 
-from gpustack_compiler.errors import UsageError
-from gpustack_compiler.neo4j_source import Neo4jSource
+from gpustack_compiler.errors import InputError
+from gpustack_compiler.neo4j.source import Neo4jSource
 
 HOSTILE = [
     "}) DETACH DELETE n //",
@@ -76,9 +76,9 @@ def test_hostile_strings_travel_as_parameters(neo4j_db, tmp_path: Path) -> None:
         assert cites == {k: ref["citation"] for k, ref in manifest["references"].items()}
         # a hostile *requested* name is just an unknown name
         for text in HOSTILE:
-            with pytest.raises(UsageError, match="unknown name"):
+            with pytest.raises(InputError, match="unknown name"):
                 neo.cone(text)
-            with pytest.raises(UsageError, match="unknown name"):
+            with pytest.raises(InputError, match="unknown name"):
                 neo.subgraph(text)
             assert neo.variable(text) is None and neo.relation(text) is None
             assert neo.relations_defining([text]) == []
@@ -157,7 +157,7 @@ def auth_server(neo4j_session, tmp_path_factory):
         from conftest import unavailable
 
         unavailable(why)
-    from gpustack_compiler import neo4j_server as srv
+    from gpustack_compiler.neo4j import server as srv
 
     password = "correct-horse-battery"
     try:

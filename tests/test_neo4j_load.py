@@ -166,7 +166,7 @@ def test_failure_part_way_rolls_back(neo4j_db, mini: Path, tmp_path: Path, real_
     assert (neo4j_db.counts(), snapshot(neo4j_db)) == before
 
     # a load that finds its plan inconsistent part-way (after writing nodes) is rolled back
-    from gpustack_compiler import neo4j_load
+    from gpustack_compiler.neo4j import load as neo4j_load
     from gpustack_compiler.errors import InfrastructureError
 
     real_plan = neo4j_load.plan
@@ -190,8 +190,8 @@ def test_failure_part_way_rolls_back(neo4j_db, mini: Path, tmp_path: Path, real_
 
 PAUSING_LOADER = """
 import json, sys, time
-from gpustack_compiler.neo4j_conn import Neo4jSettings
-from gpustack_compiler.neo4j_load import load
+from gpustack_compiler.neo4j.conn import Neo4jSettings
+from gpustack_compiler.neo4j.load import load
 
 manifest = json.load(open(sys.argv[1]))
 
@@ -255,7 +255,7 @@ def test_sigkill_of_the_cli_mid_load(neo4j_db, gpustack_cli, mini: Path, tmp_pat
     syn = generate(tmp_path / "syn", 2500, 1700, seed=3)
     build = tmp_path / "syn-build"
     compile_catalog(syn, build)  # warm the compile cache: the CLI then spends its time loading
-    cmd = [sys.executable, "-c", "from gpustack_sim.cli import main; main()", "--catalog", str(syn),
+    cmd = [sys.executable, "-c", "from gpustack_sim.cli.main import main; main()", "--catalog", str(syn),
            "--build-dir", str(build), "compile", "--neo4j"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     seen = None

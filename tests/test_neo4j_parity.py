@@ -13,8 +13,8 @@ import random
 import pytest
 from conftest import loaded_db
 
-from gpustack_compiler.neo4j_conn import query
-from gpustack_compiler.neo4j_source import Neo4jSource
+from gpustack_compiler.neo4j.conn import query
+from gpustack_compiler.neo4j.source import Neo4jSource
 from gpustack_compiler.source import ManifestSource
 
 

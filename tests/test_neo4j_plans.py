@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from gpustack_compiler.neo4j_conn import query
-from gpustack_compiler.neo4j_source import Neo4jSource
+from gpustack_compiler.neo4j.conn import query
+from gpustack_compiler.neo4j.source import Neo4jSource
 from gpustack_compiler.source import ManifestSource
 
 LAYERS, PARALLEL = 40, 3

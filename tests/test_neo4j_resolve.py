@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from conftest import loaded_db
 
-from gpustack_compiler.neo4j_source import Neo4jSource
+from gpustack_compiler.neo4j.source import Neo4jSource
 from gpustack_compiler.source import ManifestSource
 from gpustack_compiler.units import UnitSystem
-from gpustack_sim.resolver import Resolver
-from gpustack_sim.scenario import ScenarioBuilder
+from gpustack_sim.engine.resolver import Resolver
+from gpustack_sim.engine.scenario import ScenarioBuilder
 
 FIXTURE = "dense_training_cost_fixture"
 TARGETS = ["training.tokens_per_sec", "econ.job.dc_power", "econ.run.power_cost", "econ.cost.per_token",
@@ -21,26 +21,27 @@ def resolvers(neo4j_session, real_manifest):
     db = loaded_db(neo4j_session, real_manifest)
     units = UnitSystem.from_manifest(real_manifest["units"])
     with Neo4jSource(db.settings) as neo:
-        yield Resolver(neo, units), Resolver(ManifestSource(real_manifest), units), ScenarioBuilder(real_manifest)
+        mem = ManifestSource(real_manifest)
+        yield Resolver(neo, units), Resolver(mem, units), ScenarioBuilder(mem, mem.tables(), units)
 
 
 def _steps(res) -> list[dict]:
-    return [s.as_dict() for s in res.trace]
+    return [s.to_dict() for s in res.trace]
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_same_value_and_trace(resolvers, target: str) -> None:
     neo, mem, scenarios = resolvers
-    scenario = scenarios.build([FIXTURE], [], [])
+    scenario = scenarios.build([FIXTURE])
     a, b = neo.resolve(target, scenario), mem.resolve(target, scenario)
     assert a.value == b.value and a.missing == b.missing
     assert _steps(a) == _steps(b)
-    assert [c.as_dict() for c in a.checks] == [c.as_dict() for c in b.checks]
+    assert [c.to_dict() for c in a.checks] == [c.to_dict() for c in b.checks]
 
 
 def test_same_symbolic_result_with_missing_roots(resolvers) -> None:
     neo, mem, scenarios = resolvers
-    scenario = scenarios.build([FIXTURE], [], [])
+    scenario = scenarios.build([FIXTURE])
     del scenario.assignments["gpu.power.total"]
     scenario.variants["gpu.power.total"] = "measured"
     a, b = neo.resolve("econ.cost.per_token", scenario), mem.resolve("econ.cost.per_token", scenario)
@@ -51,11 +52,11 @@ def test_same_estimate_of_the_readme_run(resolvers) -> None:
     # The whole estimate, intervals and boundaries included, from either source.
     from pathlib import Path
 
-    from gpustack_sim.estimate import estimate
-    from gpustack_sim.run import load_run
+    from gpustack_sim.analyses.estimate import estimate
+    from gpustack_sim.engine.run import load_run
 
     neo, mem, scenarios = resolvers
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
     a, b = estimate(neo, scenarios, run, 500, 1), estimate(mem, scenarios, run, 500, 1)
-    assert a.as_dict() == b.as_dict()
-    assert any(f["leaves_out"] for f in a.as_dict()["figures"])
+    assert a.to_dict() == b.to_dict()
+    assert any(f["leaves_out"] for f in a.to_dict()["figures"])

@@ -13,7 +13,7 @@ from conftest import free_port, neo4j_required, run_cli
 
 @pytest.fixture
 def private_cache(tmp_path):
-    from gpustack_compiler import neo4j_server as srv
+    from gpustack_compiler.neo4j import server as srv
 
     try:
         build = srv.ensure_built()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_sim.resolver import ResolveError, Resolver
+from gpustack_sim.engine.resolver import ResolveError, Resolver
 from helpers import CATALOG, SYSTEM_MODELINE, Engine, mini_catalog
 from test_cli import run
 
@@ -56,7 +56,7 @@ def test_assigned_variable_is_a_boundary(real: Engine) -> None:
 
 
 def fixture_without(real: Engine, *holes: str):
-    scenario = real.scenarios.build([FIXTURE], [], [])
+    scenario = real.scenarios.build([FIXTURE])
     for hole in holes:
         del scenario.assignments[hole]
     return scenario
@@ -82,17 +82,17 @@ def test_missing_roots_stay_symbolic_grouped_by_family(real: Engine) -> None:
     ("training.t_exposed_comm=0.025", 0.025),
 ])
 def test_assignment_units(real: Engine, assignment: str, expected_si: float) -> None:
-    scenario = real.scenarios.build([], [assignment], [])
-    name = assignment.split("=")[0]
+    name, value = assignment.split("=")
+    scenario = real.scenarios.build(assign={name: value})
     assert scenario.assignments[name].value == pytest.approx(expected_si, rel=1e-12)
 
 
 def test_assignment_unit_errors(real: Engine) -> None:
-    from gpustack_compiler.errors import UsageError
+    from gpustack_compiler.errors import InputError
 
     for bad in ("gpu.power.total=3 GHz", "gpu.power.total=fast", "gpu.power.total=5 furlong", "gpu.power.totl=5 W"):
-        with pytest.raises(UsageError):
-            real.scenarios.build([], [bad], [])
+        with pytest.raises(InputError):
+            real.scenarios.build(assign=dict([bad.split("=")]))
 
 
 def test_variant_errors(real: Engine) -> None:
@@ -245,7 +245,7 @@ def test_constraint_states(kinds: Engine) -> None:
 def test_solve_for_a_missing_root(real: Engine) -> None:
     """t_step assigned and t_compute's input efficiency left out: --solve recovers the efficiency."""
     scenario = fixture_without(real, "training.compute_efficiency")
-    scenario.assignments.update(real.scenarios.build([], ["training.t_compute=0.25 s"], []).assignments)
+    scenario.assignments.update(real.scenarios.build(assign={"training.t_compute": "0.25 s"}).assignments)
     plain = real.resolver.resolve("training.tokens_per_sec", scenario)
     assert plain.value == pytest.approx(1e6 / 0.275)  # t_compute assigned: a boundary, nothing missing
     unsolved = real.resolver.resolve("training.compute_efficiency", scenario)

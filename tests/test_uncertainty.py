@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpustack_compiler.errors import UsageError
-from gpustack_sim.uncertainty import MonteCarlo, parse_spec
+from gpustack_compiler.errors import InputError
+from gpustack_sim.analyses.uncertainty import MonteCarlo, parse_spec
 from helpers import CATALOG, Engine
 from test_cli import run
 from test_resolve import FIXTURE
@@ -21,7 +21,7 @@ def real() -> Engine:
 
 
 def test_linear_dependency_has_the_analytic_mean(real: Engine) -> None:
-    scenario = real.scenarios.build([FIXTURE], [], [])
+    scenario = real.scenarios.build([FIXTURE])
     dist = parse_spec("econ.job.capex_rate~uniform(10 USD/s, 30 USD/s)", real.scenarios)
     summary = MonteCarlo(real.resolver).run("econ.cost.per_token", scenario, [dist], 20000, seed=7)
     # cost per token = (capex_rate * 1.5 s + 0.00078 USD) / 1e7 token, linear in the sampled rate
@@ -43,15 +43,15 @@ def test_units_in_parameters_and_lognormal(real: Engine) -> None:
                                  "gpu.power.total~normal(1 s, 2 s)", "gpu.power.total~uniform(5 W, 1 W)",
                                  "nope.x~normal(1, 2)"])
 def test_bad_specs(real: Engine, bad: str) -> None:
-    with pytest.raises(UsageError):
+    with pytest.raises(InputError):
         parse_spec(bad, real.scenarios)
 
 
 def test_unassigned_roots_are_refused(real: Engine) -> None:
     dist = parse_spec("gpu.power.total~normal(500 W, 50 W)", real.scenarios)
-    scenario = real.scenarios.build([FIXTURE], [], [])
+    scenario = real.scenarios.build([FIXTURE])
     del scenario.assignments["econ.power.price_kwh_peak"]
-    with pytest.raises(UsageError, match="still depends on unassigned roots: econ.power.price_kwh_peak"):
+    with pytest.raises(InputError, match="still depends on unassigned roots: econ.power.price_kwh_peak"):
         MonteCarlo(real.resolver).run("econ.cost.per_token", scenario, [dist], 100, 0)
 
 
@@ -68,8 +68,8 @@ def test_same_seed_same_bytes(tmp_path: Path) -> None:
 
 def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real: Engine) -> None:
     # A run's scenario selects definitions by mode (dense, gqa, ...): sampling must keep them.
-    from gpustack_sim.estimate import build_scenario, estimate, fitted_distributions
-    from gpustack_sim.run import load_run
+    from gpustack_sim.analyses.estimate import build_scenario, estimate, fitted_distributions
+    from gpustack_sim.engine.run import load_run
 
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
     scenario = build_scenario(real.scenarios, run)
@@ -85,9 +85,9 @@ def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real: Engine) -> N
 
 def test_staged_compilation_matches_one_expression(real: Engine) -> None:
     # Cutting large symbolic values into stages changes how the function is built, not what it computes.
-    from gpustack_sim.estimate import build_scenario, fitted_distributions
-    from gpustack_sim.run import load_run
-    from gpustack_sim.uncertainty import vectorize, vectorize_resolution
+    from gpustack_sim.analyses.estimate import build_scenario, fitted_distributions
+    from gpustack_sim.engine.run import load_run
+    from gpustack_sim.analyses.uncertainty import vectorize, vectorize_resolution
 
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
     scenario = build_scenario(real.scenarios, run)

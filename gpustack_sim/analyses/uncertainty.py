@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from gpustack_compiler.errors import UsageError
+from gpustack_compiler.errors import InputError
 
-from .resolver import Resolution, ResolveError, Resolver
-from .scenario import Scenario, ScenarioBuilder
+from ..engine.resolver import Resolution, ResolveError, Resolver
+from ..engine.scenario import Scenario, ScenarioBuilder
 
 SPEC = re.compile(r"^\s*([a-z][a-z0-9_.]*)\s*~\s*(normal|lognormal|uniform)\s*\((.*)\)\s*$")
 PARAMS = {"normal": ("mu", "sd"), "lognormal": ("median", "sigma"), "uniform": ("low", "high")}
@@ -48,24 +48,24 @@ class Distribution:
 def parse_spec(text: str, scenarios: ScenarioBuilder) -> Distribution:
     match = SPEC.match(text)
     if not match:
-        raise UsageError(f"--sample {text!r}: expected NAME~normal(mu, sd), NAME~lognormal(median, sigma) "
+        raise InputError(f"--sample {text!r}: expected NAME~normal(mu, sd), NAME~lognormal(median, sigma) "
                          "or NAME~uniform(low, high)")
     name, kind, args = match.groups()
     parts = [p.strip() for p in args.split(",")]
     if len(parts) != 2 or not all(parts):
-        raise UsageError(f"--sample {text!r}: {kind} takes two parameters ({', '.join(PARAMS[kind])})")
+        raise InputError(f"--sample {text!r}: {kind} takes two parameters ({', '.join(PARAMS[kind])})")
     first = scenarios.quantity(name, parts[0], "--sample").value
     if kind == "lognormal":
         try:
             second = float(parts[1])
         except ValueError:
-            raise UsageError(f"--sample {text!r}: sigma of a lognormal is a plain number") from None
+            raise InputError(f"--sample {text!r}: sigma of a lognormal is a plain number") from None
     else:
         second = scenarios.quantity(name, parts[1], "--sample").value
     if kind == "normal" and second < 0 or kind == "lognormal" and (first <= 0 or second < 0):
-        raise UsageError(f"--sample {text!r}: parameters out of range")
+        raise InputError(f"--sample {text!r}: parameters out of range")
     if kind == "uniform" and second < first:
-        raise UsageError(f"--sample {text!r}: uniform needs low <= high")
+        raise InputError(f"--sample {text!r}: uniform needs low <= high")
     return Distribution(name, kind, first, second)
 
 
@@ -144,7 +144,7 @@ class Summary:
     inputs: dict[str, str]
     nonfinite: int
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"target": self.target, "units": self.units, "samples": self.samples, "seed": self.seed,
                 "mean": self.mean, "sd": self.sd, **{f"p{k}": v for k, v in self.percentiles.items()},
                 "inputs": self.inputs, "nonfinite": self.nonfinite}
@@ -159,14 +159,14 @@ class MonteCarlo:
     def compile(self, target: str, scenario: Scenario, sampled: list[str]):
         """The target as a numpy function of the sampled roots (in base units), plus the resolution."""
         if self.resolver.source.variable(target) is None:
-            raise UsageError(f"unknown variable `{target}`")
+            raise InputError(f"unknown variable `{target}`")
         held = scenario.holding(sampled)
         res = self.resolver.resolve_many([target], held, stage_limit=STAGE_LIMIT)[target]
         if isinstance(res, ResolveError):
             raise res
         others = sorted(res.missing)
         if others:
-            raise UsageError(f"{target} still depends on unassigned roots: {', '.join(others)}",
+            raise InputError(f"{target} still depends on unassigned roots: {', '.join(others)}",
                              "assign them or sample them too")
         meta = self.resolver.source.variable(target)
         if res.value is not None:
@@ -176,10 +176,10 @@ class MonteCarlo:
 
     def run(self, target: str, scenario: Scenario, dists: list[Distribution], n: int, seed: int) -> Summary:
         if n < 2:
-            raise UsageError("--samples must be at least 2")
+            raise InputError("--samples must be at least 2")
         names = [d.name for d in dists]
         if len(set(names)) != len(names):
-            raise UsageError("each variable may be sampled once")
+            raise InputError("each variable may be sampled once")
         fn, _ = self.compile(target, scenario, names)
         rng = np.random.Generator(np.random.PCG64(seed))
         draws = [d.draw(rng, n) for d in dists]
@@ -188,7 +188,7 @@ class MonteCarlo:
         shown = values / meta["scale"]
         finite = shown[np.isfinite(shown)]
         if finite.size == 0:
-            raise UsageError(f"no finite value of {target} in {n} samples")
+            raise InputError(f"no finite value of {target} in {n} samples")
         pct = percentiles(finite)
         inputs = {d.name: d.describe(self.resolver.source.variable(d.name)["scale"]) for d in dists}
         return Summary(target, meta["units"], n, seed, float(finite.mean()), float(finite.std(ddof=1)), pct, inputs,

@@ -5,13 +5,14 @@ is a catalog resolution with a trace.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpustack_compiler.errors import UsageError
+from gpustack_compiler.errors import InputError
 
 RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
 
@@ -95,21 +96,12 @@ class RunSpec(_Strict):
             raise ValueError(f"layout tp*pp*dp*cp = {used} but gpus = {self.gpus}")
         return self
 
-    def with_extras(self, presets: list[str], assign: list[str], variants: list[str], modes: list[str]) -> "RunSpec":
-        """The run with command-line additions (applied after the run file's own)."""
-        def pairs(items: list[str], flag: str) -> dict[str, str]:
-            out = {}
-            for item in items:
-                name, sep, value = item.partition("=")
-                if not sep or not name.strip() or not value.strip():
-                    raise UsageError(f"{flag} {item!r}: expected NAME=VALUE")
-                out[name.strip()] = value.strip()
-            return out
-
+    def with_extras(self, presets: Sequence[str] = (), assign: Mapping[str, str | float] | None = None,
+                    variants: Mapping[str, str] | None = None, modes: Sequence[str] = ()) -> "RunSpec":
+        """The run with additions applied after the run file's own (presets, assignments, variants, modes)."""
         return self.model_copy(update={
             "presets": [*self.presets, *presets], "modes": [*self.modes, *modes],
-            "assign": {**self.assign, **pairs(assign, "--assign")},
-            "variants": {**self.variants, **pairs(variants, "--variant")}})
+            "assign": {**self.assign, **(assign or {})}, "variants": {**self.variants, **(variants or {})}})
 
     def presets_in_order(self) -> list[str]:
         return [*self.hardware, self.precision, *self.presets]
@@ -118,8 +110,8 @@ class RunSpec(_Strict):
         base = ["moe" if self.model.moe else "dense", "gqa", self.optimizer]
         return base + [m for m in self.modes if m not in base]
 
-    def assignments(self) -> list[str]:
-        """NAME=VALUE strings for the scenario builder (units where the catalog declares them)."""
+    def assignments(self) -> dict[str, str | float]:
+        """Variable -> value for the scenario builder (units where the catalog declares them)."""
         m, lay = self.model, self.layout
         out = {
             "arch.n_layers": m.layers, "arch.hidden": m.hidden, "arch.ffn_hidden": m.ffn_hidden,
@@ -142,7 +134,7 @@ class RunSpec(_Strict):
                         "arch.moe.expert_ffn_hidden": m.moe.expert_ffn_hidden or m.ffn_hidden,
                         "arch.moe.n_dense_layers": m.moe.dense_layers})
         out.update(self.assign)
-        return [f"{k}={v}" for k, v in out.items()]
+        return out
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> None:
@@ -150,17 +142,17 @@ def apply_overrides(data: dict, overrides: list[str]) -> None:
     for item in overrides:
         path, sep, raw = item.partition("=")
         if not sep or not path:
-            raise UsageError(f"--set {item!r}: expected FIELD=VALUE, e.g. layout.tp=4")
+            raise InputError(f"--set {item!r}: expected FIELD=VALUE, e.g. layout.tp=4")
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
-            raise UsageError(f"--set {item!r}: cannot read the value") from None
+            raise InputError(f"--set {item!r}: cannot read the value") from None
         node = data
         keys = path.split(".")
         for key in keys[:-1]:
             node = node.setdefault(key, {})
             if not isinstance(node, dict):
-                raise UsageError(f"--set {item!r}: `{key}` is not a section")
+                raise InputError(f"--set {item!r}: `{key}` is not a section")
         node[keys[-1]] = value
 
 
@@ -171,18 +163,18 @@ def load_run(path: Path | None, overrides: list[str] = ()) -> RunSpec:
 
     data: dict = {}
     if path is None and not overrides:
-        raise UsageError("no run given: pass a run file (see runs/) or describe the run with --set FIELD=VALUE flags")
+        raise InputError("no run given: pass a run file (see runs/) or describe the run with --set FIELD=VALUE flags")
     if path is not None:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise UsageError(f"{path}: cannot read run file ({exc.strerror or exc})") from None
+            raise InputError(f"{path}: cannot read run file ({exc.strerror or exc})") from None
         try:
             data, _ = load(text)
         except YamlError as exc:
-            raise UsageError(f"{path}:{exc.line}: {exc.message}") from None
+            raise InputError(f"{path}:{exc.line}: {exc.message}") from None
         if not isinstance(data, dict):
-            raise UsageError(f"{path}:1: a run file is a YAML mapping")
+            raise InputError(f"{path}:1: a run file is a YAML mapping")
     apply_overrides(data, list(overrides))
     try:
         return RunSpec.model_validate(data)
@@ -191,7 +183,7 @@ def load_run(path: Path | None, overrides: list[str] = ()) -> RunSpec:
         loc = tuple(err["loc"])
         field = ".".join(str(p) for p in loc) or "(top level)"
         where = f"{path}:{line_at(data, loc)}" if path is not None else "--set"
-        raise UsageError(f"{where}: {field}: {err['msg']}") from None
+        raise InputError(f"{where}: {field}: {err['msg']}") from None
 
 
 def _register_schema() -> None:

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import sympy
 
-from gpustack_compiler.errors import UsageError
+from gpustack_compiler.errors import InputError
 
-from .resolver import ResolveError, Resolver
-from .run import RunSpec
-from .scenario import ScenarioBuilder
+from ..engine.resolver import ResolveError, Resolver
+from ..engine.run import RunSpec
+from ..engine.scenario import ScenarioBuilder
 from .estimate import build_scenario
 from .uncertainty import vectorize
 
@@ -106,7 +106,7 @@ def _bool(text: str, where: str) -> bool:
         return True
     if text.strip().lower() in ("false", "0", "no"):
         return False
-    raise UsageError(f"{where}: expected true or false, got {text!r}")
+    raise InputError(f"{where}: expected true or false, got {text!r}")
 
 
 def read_rows(path: Path, extra_presets: list[str]) -> list[Row]:
@@ -114,15 +114,15 @@ def read_rows(path: Path, extra_presets: list[str]) -> list[Row]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     body = [(n + 1, line) for n, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
     if not body:
-        raise UsageError(f"{path}: no header and no rows")
+        raise InputError(f"{path}: no header and no rows")
     reader = csv.DictReader([line for _, line in body])
     header = reader.fieldnames or []
     absent = [c for c in COLUMNS if c not in header]
     if absent:
-        raise UsageError(f"{path}:{body[0][0]}: missing column(s) {', '.join(absent)}")
+        raise InputError(f"{path}:{body[0][0]}: missing column(s) {', '.join(absent)}")
     rows = []
     for i, record in enumerate(reader):
         line = body[i + 1][0]
@@ -130,22 +130,22 @@ def read_rows(path: Path, extra_presets: list[str]) -> list[Row]:
         try:
             rows.append(_row(i + 1, line, record, where, extra_presets))
         except (ValueError, KeyError) as exc:
-            raise UsageError(f"{where}: {exc}") from None
+            raise InputError(f"{where}: {exc}") from None
     if not rows:
-        raise UsageError(f"{path}: no data rows")
+        raise InputError(f"{path}: no data rows")
     return rows
 
 
 def _row(index: int, line: int, r: dict, where: str, extra_presets: list[str]) -> Row:
     hardware = r["hardware"]
     if hardware not in HARDWARE_PRESETS:
-        raise UsageError(f"{where}: unknown hardware key {hardware!r} (known: {', '.join(sorted(HARDWARE_PRESETS))})")
+        raise InputError(f"{where}: unknown hardware key {hardware!r} (known: {', '.join(sorted(HARDWARE_PRESETS))})")
     precision = PRECISION_PRESETS.get(r["precision"])
     if precision is None:
-        raise UsageError(f"{where}: unknown precision {r['precision']!r} (known: {', '.join(PRECISION_PRESETS)})")
+        raise InputError(f"{where}: unknown precision {r['precision']!r} (known: {', '.join(PRECISION_PRESETS)})")
     recompute = r["recompute"]
     if recompute not in ("none", "selective", "full"):
-        raise UsageError(f"{where}: recompute must be none, selective or full, not {recompute!r}")
+        raise InputError(f"{where}: recompute must be none, selective or full, not {recompute!r}")
     num = {k: int(r[k]) for k in ("hidden", "ffn_hidden", "heads", "layers", "seq_len", "vocab", "gpus", "tp",
                                   "pp", "dp", "global_batch", "micro_batch", "pipeline_interleaving")}
     if r.get("seconds_per_iteration", "").strip():
@@ -153,12 +153,12 @@ def _row(index: int, line: int, r: dict, where: str, extra_presets: list[str]) -
     elif r.get("tflops_per_gpu", "").strip():
         convention = r.get("flops_convention", "").strip()
         if convention not in FLOPS_CONVENTIONS:
-            raise UsageError(f"{where}: tflops_per_gpu needs flops_convention model or megatron_recompute")
+            raise InputError(f"{where}: tflops_per_gpu needs flops_convention model or megatron_recompute")
         target, measured = FLOPS_CONVENTIONS[convention], float(r["tflops_per_gpu"])
     else:
-        raise UsageError(f"{where}: needs seconds_per_iteration, or tflops_per_gpu with flops_convention")
+        raise InputError(f"{where}: needs seconds_per_iteration, or tflops_per_gpu with flops_convention")
     if measured <= 0 or not np.isfinite(measured):
-        raise UsageError(f"{where}: the measured figure must be a positive number")
+        raise InputError(f"{where}: the measured figure must be a positive number")
     try:
         run = RunSpec.model_validate({
             "name": r["model"],
@@ -178,7 +178,7 @@ def _row(index: int, line: int, r: dict, where: str, extra_presets: list[str]) -
             "assign": {"link.queue.background_load": 0, "link.inter.cable_length": "0 m"},
         })
     except ValueError as exc:
-        raise UsageError(f"{where}: {str(exc).splitlines()[-1].strip()}") from None
+        raise InputError(f"{where}: {str(exc).splitlines()[-1].strip()}") from None
     label = f"{r['model']} {recompute}"
     return Row(index, line, label, run, target, measured)
 
@@ -189,7 +189,7 @@ class RowModels:
     def __init__(self, resolver: Resolver, scenarios: ScenarioBuilder, rows: list[Row], params=PARAMETERS,
                  fixed=FIXED):
         self.resolver, self.rows, self.params = resolver, rows, params
-        held_at = scenarios.build([], [f"{f.root}={f.value} {f.units}" for f in fixed], [])
+        held_at = scenarios.build(assign={f.root: f"{f.value} {f.units}" for f in fixed})
         self.symbols = [sympy.Symbol(p.key, positive=True) for p in params]
         self.functions = []
         for row in rows:
@@ -200,9 +200,9 @@ class RowModels:
             try:
                 res = resolver.resolve(row.target, held)
             except ResolveError as exc:
-                raise UsageError(f"row {row.index} ({row.label}): {exc.message}", exc.hint) from None
+                raise InputError(f"row {row.index} ({row.label}): {exc.message}", exc.hint) from None
             if res.missing:
-                raise UsageError(f"row {row.index} ({row.label}): {row.target} still needs "
+                raise InputError(f"row {row.index} ({row.label}): {row.target} still needs "
                                  f"{', '.join(sorted(res.missing))}", "add them to a preset")
             expr = res.symbolic if res.value is None else sympy.Float(res.value * self._scale(row.target))
             tie = {resolver.symbol(r): s for p, s in zip(params, self.symbols) for r in p.roots}
@@ -299,3 +299,74 @@ def data_hash(paths: list[Path]) -> str:
     for path in sorted(paths):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
+
+
+def calibration_yaml(result, stats: dict, digest: str, n_rows: int, files: list[str], params, fixed) -> str:
+    """The calibration preset, written by hand so the file is stable byte for byte."""
+    lines = ["# yaml-language-server: $schema=../../schemas/presets.schema.json",
+             "# Written by `gpustack calibrate`; do not edit by hand. Fitted only to the calibration data folder.",
+             "presets:", "  - name: calibration",
+             "    description: >-",
+             "      Efficiency parameters fitted to the calibration data: measured seconds per iteration of",
+             "      four GPT-style models on A100 (Korthikanti et al. 2022, Table 5), by damped Gauss-Newton",
+             "      on log(predicted / measured). Roots in one group share one fitted value.",
+             "    provenance: fitted",
+             "    source: gpustack calibrate on shared/data/calibration (training_iterations.csv, hardware.yaml)",
+             "    references: [korthikanti2022_recompute]",
+             "    fit:",
+             "      method: Levenberg-Marquardt on log residuals; sd from the residual variance and the Jacobian",
+             f"      data: [{', '.join(files)}]",
+             f"      data_sha256: {digest}",
+             f"      rows: {n_rows}",
+             f"      mape: {stats['mape']:.6g}",
+             f"      max_abs_error: {stats['max_abs_error']:.6g}",
+             f"      bias: {stats['bias']:.6g}",
+             "    assignments:"]
+    for p in params:
+        for root in p.roots:
+            sd = result.sds[p.key]
+            spread = f", sd: {sd:.3g}" if sd is not None else ""
+            note = f"fitted, group {p.key}" + ("" if sd is not None else "; stopped at its bound, not identified")
+            lines.append(f"      {root}: {{value: {result.values[p.key]:.6g}{spread}, "
+                         f"reference: korthikanti2022_recompute, note: \"{note}\"}}")
+    for f in fixed:
+        lines.append(f"      {f.root}: {{value: {f.value:g}, units: \"{f.units}\", reference: korthikanti2022_recompute, "
+                     f"note: \"held fixed in the fit: {f.reason}\"}}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Calibration:
+    """A fit of the calibration parameters to a calibration data folder, and the preset it makes."""
+
+    data_dir: Path
+    rows: list[dict]
+    parameters: dict[str, dict]
+    stats: dict
+    data_sha256: str
+    iterations: int
+    preset_text: str
+
+    def to_dict(self) -> dict:
+        return {"data": str(self.data_dir), "parameters": self.parameters, "rows": self.rows, **self.stats,
+                "data_sha256": self.data_sha256, "iterations": self.iterations}
+
+
+DATA_FILES = ("training_iterations.csv", "hardware.yaml")
+
+
+def calibrate(resolver: Resolver, scenarios: ScenarioBuilder, data_dir: Path) -> Calibration:
+    paths = [Path(data_dir) / name for name in DATA_FILES]
+    for p in paths:
+        if not p.is_file():
+            raise InputError(f"calibration data {p} not found", "pass the calibration data folder")
+    rows = read_rows(paths[0], [])
+    result = fit(RowModels(resolver, scenarios, rows))
+    measured = [r.measured for r in rows]
+    stats = errors(result.predicted, measured)
+    digest = data_hash(paths)
+    text = calibration_yaml(result, stats, digest, len(rows), [p.name for p in paths], PARAMETERS, FIXED)
+    table = [{"row": r.index, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m}
+             for r, m, p in zip(rows, measured, result.predicted)]
+    parameters = {k: {"value": v, "sd": result.sds[k]} for k, v in result.values.items()}
+    return Calibration(Path(data_dir), table, parameters, stats, digest, result.iterations, text)

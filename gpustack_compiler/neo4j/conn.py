@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from .errors import InfrastructureError, UsageError
+from ..errors import InfrastructureError, InputError
 
 DEFAULT_URI = "bolt://127.0.0.1:7687"
 DEFAULT_USER = "neo4j"
@@ -69,14 +69,14 @@ def driver(settings: Neo4jSettings):
     auth = (settings.user, settings.password) if settings.password is not None else None
     scheme = settings.uri.split("://", 1)[0].lower() if "://" in settings.uri else ""
     if scheme not in SCHEMES:
-        raise UsageError(f"bad Neo4j URI {settings.uri!r}", "use bolt://HOST:PORT or neo4j://HOST:PORT")
+        raise InputError(f"bad Neo4j URI {settings.uri!r}", "use bolt://HOST:PORT or neo4j://HOST:PORT")
     try:
         return neo4j.GraphDatabase.driver(
             settings.uri, auth=auth, connection_timeout=CONNECT_TIMEOUT,
             connection_acquisition_timeout=ACQUIRE_TIMEOUT, max_connection_lifetime=3600,
             notifications_min_severity="OFF", user_agent="gpustack")
     except (ValueError, neo4j.exceptions.ConfigurationError) as exc:
-        raise UsageError(f"bad Neo4j URI {settings.uri!r}: {exc}",
+        raise InputError(f"bad Neo4j URI {settings.uri!r}: {exc}",
                          "use bolt://HOST:PORT or neo4j://HOST:PORT") from None
 
 
@@ -134,7 +134,7 @@ def _short(exc: BaseException) -> str:
 
 @cache
 def query(name: str) -> str:
-    """A query from `gpustack_compiler/queries/<name>.cypher` (comments kept: Neo4j ignores them)."""
+    """A query from `gpustack_compiler/neo4j/queries/<name>.cypher` (comments kept: Neo4j ignores them)."""
     return resources.files(__package__).joinpath("queries", f"{name}.cypher").read_text(encoding="utf-8")
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from gpustack_compiler.errors import UsageError
+from gpustack_compiler.errors import InputError
 from gpustack_compiler.expressions import SympyBuilder, parse
 from gpustack_compiler.source import GraphSource
 from gpustack_compiler.symbolic import symbol_for
@@ -22,7 +22,7 @@ EXACT_KINDS = ("identity", "piecewise", "iterative", "differential", "stochastic
 RK4_STEPS = 1000
 
 
-class ResolveError(UsageError):
+class ResolveError(InputError):
     """The scenario cannot be resolved as asked (ambiguous or unknown selection)."""
 
 
@@ -49,7 +49,7 @@ class Step:
     def value(self) -> float | str:
         return _show(self.raw_value, self.scale)
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"variable": self.variable, "relation": self.relation, "kind": self.kind, "variant": self.variant,
                 "inputs": self.inputs, "value": self.value, "units": self.units, "note": self.note}
 
@@ -61,7 +61,7 @@ class Check:
     status: str  # satisfied, violated, undetermined
     detail: str
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
@@ -100,11 +100,11 @@ class Resolution:
             fam["roots"].append(name)
         return out
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "target": self.target, "value": self.value, "expression": self.expression, "units": self.units,
             "missing": sorted(self.missing), "missing_by_family": self.missing_by_family(),
-            "trace": [s.as_dict() for s in self.trace], "checks": [c.as_dict() for c in self.checks],
+            "trace": [s.to_dict() for s in self.trace], "checks": [c.to_dict() for c in self.checks],
             "fallbacks": self.fallbacks, "solved": self.solved,
         }
 
@@ -205,7 +205,7 @@ class Resolver:
                 solve: bool = False) -> Resolution:
         meta = self.source.variable(target)
         if meta is None:
-            raise UsageError(f"unknown variable `{target}`")
+            raise InputError(f"unknown variable `{target}`")
         sub = self._subgraph(target)
         run = _Run(self, sub, scenario, fallback_on_invalid)
         value = run.value_of(target)
@@ -349,7 +349,7 @@ class _Run:
         inputs: dict[str, object] = {}
 
         def resolved(expr):
-            for sym in expr.free_symbols:
+            for sym in _by_name(expr.free_symbols):
                 if sym.name not in inputs:
                     inputs[sym.name] = self.value_of(sym.name)
             return _substitute(expr, _sympify({s: inputs[s.name] for s in expr.free_symbols}))
@@ -408,7 +408,7 @@ class _Run:
     # ---- checks ------------------------------------------------------------------------------
     def validity(self, rel: dict, record: bool = True) -> str:
         cond = self.r._expr(rel, "validity")
-        names = [s.name for s in cond.free_symbols]
+        names = [s.name for s in _by_name(cond.free_symbols)]
         status = _truth(cond.xreplace(_sympify(self.substitutions(names))))
         if record:
             self.checks.append(Check(rel["name"], "validity", status, rel["parts"]["validity"]))
@@ -472,7 +472,7 @@ class _Run:
                 if rel is None or rel["kind"] not in ("identity", "variant"):
                     continue
                 rhs = self.r._expr(rel, "expression")
-                subs = {s: self.value_of(s.name) for s in rhs.free_symbols}
+                subs = {s: self.value_of(s.name) for s in _by_name(rhs.free_symbols)}
             except ResolveError:
                 continue  # a definition that cannot be evaluated pins nothing
             eq = rhs.xreplace(_sympify(subs)) - assigned.value
@@ -488,6 +488,12 @@ class _Run:
         if len(real) != 1:
             return {}
         return {sym.name: float(val) for sym, val in real[0].items()}
+
+
+def _by_name(symbols) -> list:
+    """Symbols in name order: a set's order follows the per-process string hash, and the order in which
+    inputs are resolved is the order of the trace (and of the first error met)."""
+    return sorted(symbols, key=lambda s: s.name)
 
 
 def _merge(subgraphs: list[dict]) -> dict:

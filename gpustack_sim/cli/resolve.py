@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
 
-from gpustack_compiler.cli import JsonOpt, Neo4jOpt, app, err, out
-
-from .display import fmt
-
-if TYPE_CHECKING:
-    from .resolver import Resolution
+from .app import JsonOpt, Neo4jOpt, app, engine, err, out, pairs
+from .render import fmt, trace_lines
 
 
 @app.command()
@@ -35,19 +29,16 @@ def resolve(ctx: typer.Context, target: str,
             seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
             as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Resolve TARGET from presets and assignments, with trace, missing roots and checks."""
-    from .engine import Engine
-    from .uncertainty import MonteCarlo, parse_spec
-
-    engine = Engine(ctx, neo4j)
-    engine.require_variable(target)
-    scenario = engine.scenarios.build(preset, assign, variant, mode)
-    res = engine.resolver.resolve(target, scenario, fallback_on_invalid=fallback, solve=solve)
-    data = {**res.as_dict(), "presets": scenario.presets}
+    eng = engine(ctx, neo4j)
+    eng.variable(target)
+    scenario = eng.scenario(preset, pairs(assign, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'"),
+                            pairs(variant, "--variant", "NAME=KEY, e.g. training.flops_per_step=dense"), mode)
+    res = eng.resolve(target, scenario, fallback_on_invalid=fallback, solve=solve)
+    data = {**res.to_dict(), "presets": scenario.presets}
     lines = [f"{target} = {fmt(res.value, res.expression, res.units)}"]
     if sample:
-        dists = [parse_spec(s, engine.scenarios) for s in sample]
-        summary = MonteCarlo(engine.resolver).run(target, scenario, dists, samples, seed)
-        data["uncertainty"] = summary.as_dict()
+        summary = eng.sample(target, scenario, [eng.distribution(s) for s in sample], samples, seed)
+        data["uncertainty"] = summary.to_dict()
         p = summary.percentiles
         lines.append(f"  p5 {p[5]:.6g}  p50 {p[50]:.6g}  p95 {p[95]:.6g} {res.units}  (mean {summary.mean:.6g}, "
                      f"sd {summary.sd:.3g}; {samples} samples, seed {seed})")
@@ -64,7 +55,7 @@ def resolve(ctx: typer.Context, target: str,
         lines.append("fallbacks: " + "; ".join(res.fallbacks))
     if trace:
         lines.append("trace:")
-        lines.extend(_trace_lines(res))
+        lines.extend(trace_lines(res))
     if constraints or res.violated:
         shown = res.checks if constraints else res.violated
         lines.append("checks:")
@@ -74,16 +65,3 @@ def resolve(ctx: typer.Context, target: str,
         if not as_json:
             err(f"{len(res.violated)} check(s) violated")
         raise typer.Exit(1)
-
-
-def _trace_lines(res: Resolution) -> list[str]:
-    lines = []
-    for s in res.trace:
-        value = f"{s.value:.10g}" if isinstance(s.value, float) else s.value
-        how = s.relation or s.kind
-        tag = f" [{s.kind}{' ' + s.variant if s.variant else ''}]" if s.relation else ""
-        ins = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in s.inputs.items())
-        units = f" {s.units}" if s.units != "1" else ""
-        lines.append(f"  {s.variable} = {value}{units}  <- {how}{tag}" + (f" ({ins})" if ins else "")
-                     + (f"  # {s.note}" if s.note else ""))
-    return lines

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpustack_compiler.errors import UsageError
+from gpustack_compiler.errors import InputError
 
 from .estimate import BUFFERS, build_scenario
-from .resolver import ResolveError, Resolver
-from .run import RECOMPUTE, RunSpec
-from .scenario import ScenarioBuilder
+from ..engine.resolver import ResolveError, Resolver
+from ..engine.run import RECOMPUTE, RunSpec
+from ..engine.scenario import ScenarioBuilder
 from .uncertainty import STAGE_LIMIT, vectorize_resolution
 
 # grid key -> (catalog variable, how a grid value is read)
@@ -43,14 +43,14 @@ def parse_grid(items: list[str]) -> dict[str, list]:
         key, sep, values = item.partition("=")
         key = key.strip()
         if not sep or key not in AXES:
-            raise UsageError(f"--grid {item!r}: expected AXIS=V1,V2,... with AXIS one of {', '.join(AXES)}")
+            raise InputError(f"--grid {item!r}: expected AXIS=V1,V2,... with AXIS one of {', '.join(AXES)}")
         read = AXES[key][1]
         try:
             grid[key] = [read(v.strip()) for v in values.split(",") if v.strip()]
         except (ValueError, KeyError):
-            raise UsageError(f"--grid {item!r}: cannot read the values") from None
+            raise InputError(f"--grid {item!r}: cannot read the values") from None
         if not grid[key]:
-            raise UsageError(f"--grid {item!r}: no values")
+            raise InputError(f"--grid {item!r}: no values")
     return grid
 
 
@@ -66,14 +66,14 @@ class SweepResult:
     seconds: float
     notes: list[str]
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
 def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: dict[str, list], objective: str,
           top: int) -> SweepResult:
     if objective not in OBJECTIVES:
-        raise UsageError(f"--objective {objective!r}: one of {', '.join(OBJECTIVES)}")
+        raise InputError(f"--objective {objective!r}: one of {', '.join(OBJECTIVES)}")
     target, sense = OBJECTIVES[objective]
     start = time.perf_counter()
     lay = run.layout
@@ -103,14 +103,14 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: di
     for name in names:
         res = resolved[name]
         if isinstance(res, ResolveError):
-            raise UsageError(f"sweep: {name}: {res.message}", res.hint)
+            raise InputError(f"sweep: {name}: {res.message}", res.hint)
         zero: tuple[str, ...] = ()
         if name == MEMORY[0] and set(res.missing) == {BUFFERS}:
             # runtime buffers have no source: memory fit is judged before them (as the estimate states it)
             zero = (BUFFERS,)
             notes.append("memory fit judged before runtime buffers (par.memory.buffers has no source)")
         elif res.missing:
-            raise UsageError(f"sweep: {name} still needs {', '.join(sorted(res.missing))}", "add them to a preset")
+            raise InputError(f"sweep: {name} still needs {', '.join(sorted(res.missing))}", "add them to a preset")
         scale = resolver.source.variable(name)["scale"]
         if res.value is not None:
             values[name] = np.full(n, res.value * scale)

@@ -1,6 +1,6 @@
 """A local Neo4j Community 5.26 server without Docker.
 
-The server is a tiny Java launcher (``neo4j_launcher/``, shipped as package data) that runs
+The server is a tiny Java launcher (``launcher/``, shipped as package data) that runs
 Neo4j's own ``CommunityBootstrapper`` in one JVM: Bolt on 127.0.0.1:7687, HTTP (HTTP API,
 Query API and Neo4j Browser at ``/browser/``) on 127.0.0.1:7474. On first use the launcher
 is copied into the user cache and built with Maven (which downloads Neo4j's jars from Maven
@@ -62,7 +62,7 @@ _MAIN_CLASS = "gpustack.neo4j.Launcher"
 _READY = "NEO4J_LAUNCHER_READY"
 _FAILED = "NEO4J_LAUNCHER_FAILED"
 _LAUNCHER_PASSWORD_ENV = "NEO4J_LAUNCHER_PASSWORD"  # read by Launcher.java
-_LAUNCHER_DIR = "neo4j_launcher"
+_LAUNCHER_DIR = "launcher"
 _SKIP_NAMES = {"target", "lib", "__pycache__"}
 _MVN_ARGS = ["-q", "-B", "-Dstyle.color=never", "package", "dependency:copy-dependencies"]
 _BUILD_TIMEOUT = 1800

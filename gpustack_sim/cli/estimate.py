@@ -1,4 +1,4 @@
-"""`gpustack estimate` and `gpustack sweep`: commands that take a run file."""
+"""`gpustack estimate`: a training run's figures with intervals, and what each is made of."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gpustack_compiler.cli import JsonOpt, Neo4jOpt, app, out
-from gpustack_compiler.errors import UsageError
+from gpustack_compiler.errors import InputError
 from gpustack_compiler.suggest import did_you_mean
 
-from .cmd_resolve import _trace_lines
-from .display import fmt
+from .app import JsonOpt, Neo4jOpt, app, engine, out, pairs
+from .render import fmt, trace_lines
 
 if TYPE_CHECKING:
-    from .estimate import Estimate
+    from ..analyses.estimate import Estimate
+    from ..engine.run import RunSpec
 
 PresetOpt = typer.Option([], "--preset", help="Extra preset, applied after the run file's.")
 AssignOpt = typer.Option([], "--assign", help="Extra assignment NAME=VALUE (with units).")
@@ -36,25 +36,28 @@ def estimate_cmd(ctx: typer.Context,
                  trace: list[str] = typer.Option([], "--trace", help="Show what a figure is made of (label or name)."),
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Step time, throughput, utilization, memory fit, energy and cost of a training run, with intervals."""
-    from .engine import Engine
-    from .estimate import estimate
-    from .run import load_run
-
-    run = load_run(run_file, set_).with_extras(preset, assign, variant, mode)
-    engine = Engine(ctx, neo4j)
-    est = estimate(engine.resolver, engine.scenarios, run, samples, seed, sample)
-    data = est.as_dict()
+    run = run_with_extras(run_file, set_, preset, assign, variant, mode)
+    est = engine(ctx, neo4j).estimate(run, samples, seed, sample)
+    data = est.to_dict()
     lines = estimate_lines(est)
     for name in trace:
         fig = next((f for f in est.figures if name in (f.label, f.target)), None)
         if fig is None:
-            raise UsageError(f"--trace {name!r}: not a figure of the estimate",
+            raise InputError(f"--trace {name!r}: not a figure of the estimate",
                              did_you_mean(name, [f.target for f in est.figures] + [f.label for f in est.figures]))
         res = est.resolutions.get(fig.target)
         lines.append(f"trace of {fig.target}:")
-        lines.extend(_trace_lines(res) if res else [f"  {fig.error}"])
-        data.setdefault("traces", {})[fig.target] = [s.as_dict() for s in res.trace] if res else []
+        lines.extend(trace_lines(res) if res else [f"  {fig.error}"])
+        data.setdefault("traces", {})[fig.target] = [s.to_dict() for s in res.trace] if res else []
     out(data, "\n".join(lines), as_json)
+
+
+def run_with_extras(run_file: Path | None, set_: list[str], preset: list[str], assign: list[str],
+                    variant: list[str], mode: list[str]) -> RunSpec:
+    """The run file with `--set` overrides, then the extra presets, assignments, variants and modes."""
+    from ..engine.run import load_run
+
+    return load_run(run_file, set_).with_extras(preset, pairs(assign, "--assign"), pairs(variant, "--variant"), mode)
 
 
 def estimate_lines(est: Estimate) -> list[str]:
@@ -106,37 +109,3 @@ def estimate_lines(est: Estimate) -> list[str]:
     else:
         lines.append("intervals: none (no uncertain inputs; calibrate, or pass --sample)")
     return lines
-
-
-@app.command("sweep")
-def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run file; the grid replaces its layout."),
-              grid: list[str] = typer.Option([], "--grid", help="AXIS=V1,V2,... (tp, pp, dp, cp, micro_batch, "
-                                             "interleave, zero_stage, recompute, sequence_parallel)."),
-              objective: str = typer.Option("tokens_per_sec", "--objective",
-                                            help="tokens_per_sec, cost_per_token, energy_per_token or step_time."),
-              top: int = typer.Option(10, "--top", min=1, help="Valid layouts to show."),
-              set_: list[str] = typer.Option([], "--set", help="Override a run-file field."),
-              preset: list[str] = PresetOpt, assign: list[str] = AssignOpt, variant: list[str] = VariantOpt,
-              mode: list[str] = ModeOpt,
-              as_json: bool = JsonOpt) -> None:
-    """Evaluate every layout on a grid; rank the valid ones, count the invalid ones by reason."""
-    from .engine import Engine
-    from .run import load_run
-    from .sweep import AXES, parse_grid, sweep
-
-    if not grid:
-        raise UsageError("--grid is required, e.g. --grid tp=1,2,4,8 --grid pp=1,2,4,8")
-    run = load_run(run_file, set_).with_extras(preset, assign, variant, mode)
-    engine = Engine(ctx, False)
-    result = sweep(engine.resolver, engine.scenarios, run, parse_grid(grid), objective, top)
-    lines = [f"{result.evaluated} layouts evaluated in {result.seconds:.2f} s: {result.valid} valid"]
-    lines += [f"  note: {n}" for n in result.notes]
-    for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
-        lines.append(f"  rejected {count:>8}  {reason}")
-    if result.top:
-        cols = list(AXES)
-        lines.append("  " + " ".join(f"{c:>10}" for c in cols) + f"  {objective:>16}  mem/GPU GB")
-        for row in result.top:
-            lines.append("  " + " ".join(f"{row[c]!s:>10}" for c in cols)
-                         + f"  {row[objective]:>16.6g}  {row['memory_per_gpu_GB']:>9.1f}")
-    out(result.as_dict(), "\n".join(lines), as_json)

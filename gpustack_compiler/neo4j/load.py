@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import manifest as mf
-from .errors import InfrastructureError, UsageError
-from .neo4j_conn import MARKER, RELATION_KIND_LABELS, Neo4jSettings, driver, query, render, statements, translate
+from .. import manifest as mf
+from ..errors import InfrastructureError, InputError
+from .conn import MARKER, RELATION_KIND_LABELS, Neo4jSettings, driver, query, render, statements, translate
 
 BATCH_SIZE = 2000
 Progress = Callable[[str, int, int], None]  # (step, rows done in this step, rows in this step)
@@ -237,7 +237,7 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
          batch_size: int = BATCH_SIZE, progress: Progress | None = None) -> dict:
     """Replace the graph in Neo4j with `manifest`, atomically. Returns what was loaded.
 
-    Refuses (UsageError, exit 2) when the database holds nodes gpustack did not write, unless
+    Refuses (InputError, exit 2) when the database holds nodes gpustack did not write, unless
     `force` (then they are deleted with the old graph, in the same transaction).
     """
     settings = settings or Neo4jSettings.resolve()
@@ -250,7 +250,7 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
     try:
         p = plan(manifest, build)
     except LoadError as exc:
-        raise UsageError(f"cannot load the manifest into Neo4j: {exc}") from None
+        raise InputError(f"cannot load the manifest into Neo4j: {exc}") from None
     drv = driver(settings)
     in_tx = False
     try:
@@ -259,7 +259,7 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
                 state = session.run(query("load_state")).single()
                 if state["foreign"] and not force:
                     labels = ", ".join(":".join(x) or "(no label)" for x in state["sample_labels"])
-                    raise UsageError(
+                    raise InputError(
                         f"Neo4j at {settings.where} holds {state['foreign']} node(s) gpustack did not create "
                         f"(labels such as {labels}); refusing to touch them",
                         "point NEO4J_URI/--database at a database for gpustack, or pass --force to delete them")

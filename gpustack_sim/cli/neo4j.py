@@ -1,35 +1,30 @@
 """`gpustack neo4j start|stop|status` (a local Neo4j without Docker) and the Neo4j side of
-`gpustack compile --neo4j`. Mounted on the main app in cli.py.
+`gpustack compile --neo4j`.
 
-JSON alone on stdout with `--json`; failures are InfrastructureError (exit 3), mapped to one
-`Error:` line in gpustack_sim.cli.main.
+Failures are InfrastructureError (exit 3), mapped to one `Error:` line in main.py.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from pathlib import Path
 
 import typer
 
-from .errors import InfrastructureError, UsageError
+from gpustack_compiler.errors import InfrastructureError, InputError
+
+from .app import JsonOpt, app, out
 
 neo4j_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
                         help="A local Neo4j 5.26 server without Docker (Bolt 7687, Browser on 7474).")
 
-JsonOpt = typer.Option(False, "--json", help="Print JSON alone on stdout.")
-
-
-def _out(data: dict, text: str, as_json: bool) -> None:
-    sys.stdout.write((json.dumps(data, indent=2, sort_keys=True, default=str) if as_json else text) + "\n")
+app.add_typer(neo4j_app, name="neo4j")
 
 
 def _server():
-    from . import neo4j_server
+    from gpustack_compiler.neo4j import server
 
-    return neo4j_server
+    return server
 
 
 def _describe(st: dict) -> str:
@@ -62,7 +57,7 @@ def start(bolt_port: int = typer.Option(7687, "--bolt-port", min=1, max=65535, h
         raise InfrastructureError(str(exc), "see `gpustack neo4j status` and the log") from None
     text = _describe(st)
     text = ("already running: " if st.get("already_running") else f"started in {st.get('started_seconds')} s: ") + text
-    _out(st, text, as_json)
+    out(st, text, as_json)
 
 
 @neo4j_app.command()
@@ -74,7 +69,7 @@ def stop(timeout: float = typer.Option(30, "--timeout", min=1, help="Seconds bef
         st = server.stop(timeout=timeout)
     except server.Neo4jServerError as exc:
         raise InfrastructureError(str(exc)) from None
-    _out(st, f"stopped Neo4j (pid {st['pid']}) in {st['stop_seconds']} s" if st["stopped"]
+    out(st, f"stopped Neo4j (pid {st['pid']}) in {st['stop_seconds']} s" if st["stopped"]
          else "Neo4j was not running", as_json)
 
 
@@ -86,7 +81,7 @@ def status(as_json: bool = JsonOpt) -> None:
         st = server.status()
     except server.Neo4jServerError as exc:
         raise InfrastructureError(str(exc)) from None
-    _out(st, _describe(st), as_json)
+    out(st, _describe(st), as_json)
 
 
 # ---- compile --neo4j --------------------------------------------------------------------------
@@ -98,9 +93,9 @@ def connection_options_used(uri, user, password, database, force) -> bool:
 def load_manifest(manifest: dict, manifest_path: Path, catalog: Path, uri: str | None, user: str | None,
                   password: str | None, database: str | None, force: bool) -> tuple[dict, str]:
     """Load the manifest just compiled into Neo4j; returns (data for --json, one line of text)."""
-    from . import manifest as mf
-    from .neo4j_conn import Neo4jSettings
-    from .neo4j_load import load
+    from gpustack_compiler import manifest as mf
+    from gpustack_compiler.neo4j.conn import Neo4jSettings
+    from gpustack_compiler.neo4j.load import load
 
     settings = Neo4jSettings.resolve(uri, user, password, database)
     try:
@@ -117,4 +112,4 @@ def load_manifest(manifest: dict, manifest_path: Path, catalog: Path, uri: str |
 
 def reject_stray_options(neo4j: bool, uri, user, password, database, force) -> None:
     if not neo4j and connection_options_used(uri, user, password, database, force):
-        raise UsageError("--uri, --user, --password, --database and --force go with --neo4j")
+        raise InputError("--uri, --user, --password, --database and --force go with --neo4j")

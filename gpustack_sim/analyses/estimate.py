@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .resolver import Resolution, ResolveError, Resolver
-from .run import RunSpec
-from .scenario import Scenario, ScenarioBuilder
+from ..engine.resolver import Resolution, ResolveError, Resolver
+from ..engine.run import RunSpec
+from ..engine.scenario import Scenario, ScenarioBuilder
 from .uncertainty import STAGE_LIMIT, Distribution, parse_spec, percentiles, vectorize_resolution
 
 FIGURES: list[tuple[str, str]] = [
@@ -52,7 +52,7 @@ class Figure:
     relations: int = 0
     leaves_out: dict[str, str] = field(default_factory=dict)  # "variable=variant" -> what it does not count
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         out = {"label": self.label, "target": self.target, "units": self.units, "value": self.value,
                "missing": sorted(self.missing), "error": self.error, "relations": self.relations,
                "leaves_out": dict(sorted(self.leaves_out.items()))}
@@ -73,9 +73,9 @@ class Estimate:
     seed: int
     resolutions: dict[str, Resolution]
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
         return {"run": self.run, "presets": self.presets, "modes": self.modes,
-                "figures": [f.as_dict() for f in self.figures], "memory": self.memory,
+                "figures": [f.to_dict() for f in self.figures], "memory": self.memory,
                 "uncertain_inputs": self.uncertain, "samples": self.samples, "seed": self.seed}
 
 
@@ -87,8 +87,7 @@ def fitted_distributions(scenario: Scenario) -> list[Distribution]:
 
 
 def build_scenario(scenarios: ScenarioBuilder, run: RunSpec) -> Scenario:
-    return scenarios.build(run.presets_in_order(), run.assignments(),
-                           [f"{k}={v}" for k, v in run.variants.items()], run.all_modes())
+    return scenarios.build(run.presets_in_order(), run.assignments(), run.variants, run.all_modes())
 
 
 def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, samples: int, seed: int,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from .errors import InfrastructureError, UsageError
-from .graph import FamilyDebt, RootDebt
-from .neo4j_conn import RELATION_KIND_LABELS, Neo4jSettings, driver, query, translate
+from ..errors import InfrastructureError, InputError
+from ..graph import FamilyDebt, RootDebt
+from .conn import RELATION_KIND_LABELS, Neo4jSettings, driver, query, translate
 
 HEAVIEST = 3  # roots named per family, as in CatalogGraph.family_debt
 
@@ -95,7 +95,7 @@ class Neo4jSource:
 
     def _require(self, name: str) -> None:
         if not self._run("exists", name=name)[0]["found"]:
-            raise UsageError(f"unknown name `{name}`")
+            raise InputError(f"unknown name `{name}`")
 
     def cone(self, name: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]:
         """Variables and constants reachable from `name`, with the fewest relations crossed."""
@@ -140,7 +140,7 @@ class Neo4jSource:
         """What the resolver needs for `target` (see ManifestSource.subgraph)."""
         rows = self._run("subgraph", name=target)
         if not rows:
-            raise UsageError(f"unknown name `{target}`")
+            raise InputError(f"unknown name `{target}`")
         row = rows[0]
 
         def by_name(records: list[str]) -> dict:

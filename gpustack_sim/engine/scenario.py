@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpustack_compiler.catalog import parse_quantity
-from gpustack_compiler.errors import UsageError
+from gpustack_compiler.errors import InputError
+from gpustack_compiler.source import GraphSource
 from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitError, UnitSystem
 
@@ -34,67 +36,67 @@ class Scenario:
 
 
 class ScenarioBuilder:
-    def __init__(self, manifest: dict):
-        self.manifest = manifest
-        self.units = UnitSystem.from_manifest(manifest["units"])
+    """Builds scenarios from the compiled catalog's presets, in coherent base units."""
+
+    def __init__(self, source: GraphSource, tables: dict, units: UnitSystem):
+        self.source = source
+        self.presets: dict[str, dict] = tables["presets"]
+        self.variant_keys: set[str] = set(tables["variant_keys"])
+        self.units = units
+
+    def variable(self, name: str, origin: str) -> dict:
+        var = self.source.variable(name)
+        if var is None:
+            raise InputError(f"{origin}: unknown variable `{name}`", did_you_mean(name, self.source.names()))
+        return var
 
     def quantity(self, name: str, value, origin: str) -> Assigned:
         """Convert `value` ('0.5 kW', a bare number in the declared unit) to base units for `name`."""
-        var = self.manifest["variables"].get(name)
-        if var is None:
-            raise UsageError(f"{origin}: unknown variable `{name}`", did_you_mean(name, self.manifest["variables"]))
+        var = self.variable(name, origin)
         try:
             q = parse_quantity(value, var["units"])
             unit = self.units.parse(q.units)
         except (UnitError, ValueError) as exc:
-            raise UsageError(f"{origin}: `{name}`: {exc}") from None
+            raise InputError(f"{origin}: `{name}`: {exc}") from None
         declared = self.units.parse(var["units"])
         if unit.dim != declared.dim:
-            raise UsageError(f"{origin}: `{name}` is in {var['units']} "
+            raise InputError(f"{origin}: `{name}` is in {var['units']} "
                              f"({self.units.format_dim(declared.dim)}); {q.units!r} is "
                              f"{self.units.format_dim(unit.dim)}")
         return Assigned(q.value * unit.scale, origin, f"{q.value:g}" + (f" {q.units}" if q.units != "1" else ""))
 
-    def build(self, presets: list[str], assign: list[str], variants: list[str],
-              modes: list[str] = ()) -> Scenario:
+    def build(self, presets: Sequence[str] = (), assign: Mapping[str, object] | None = None,
+              variants: Mapping[str, str] | None = None, modes: Sequence[str] = (),
+              origin: str = "--assign") -> Scenario:
+        """Presets in order (later ones win), then `assign` (NAME -> '0.5 kW' or a number in declared
+        units), `variants` (NAME -> KEY) and `modes` (variant keys chosen wherever they exist)."""
         scenario = Scenario()
-        known = self.manifest.get("presets", {})
         for name in presets:
-            preset = known.get(name)
+            preset = self.presets.get(name)
             if preset is None:
-                raise UsageError(f"unknown preset `{name}`", did_you_mean(name, known))
+                raise InputError(f"unknown preset `{name}`", did_you_mean(name, self.presets))
             scenario.presets.append(name)
             for var, value in preset["assignments"].items():
                 assigned = self.quantity(var, _from_manifest(value), f"preset {name}")
                 if isinstance(value, dict) and value.get("sd") is not None:
-                    units = value.get("units") or self.manifest["variables"][var]["units"]
+                    units = value.get("units") or self.source.variable(var)["units"]
                     assigned = Assigned(assigned.value, assigned.origin, assigned.given,
                                         value["sd"] * self.units.parse(units).scale)
                 scenario.assignments[var] = assigned
             scenario.variants.update(preset["variants"])
             scenario.modes.extend(m for m in preset.get("modes", []) if m not in scenario.modes)
-        for item in assign:
-            var, value = _split(item, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'")
-            scenario.assignments[var] = self.quantity(var, value, "--assign")
-        for item in variants:
-            var, key = _split(item, "--variant", "NAME=KEY, e.g. training.flops_per_step=dense")
-            if var not in self.manifest["variables"]:
-                raise UsageError(f"--variant: unknown variable `{var}`", did_you_mean(var, self.manifest["variables"]))
+        for var, value in (assign or {}).items():
+            scenario.assignments[var] = self.quantity(var, value, origin)
+        for var, key in (variants or {}).items():
+            self.variable(var, "--variant")
             scenario.variants[var] = key
-        keys = {r["variant"] for r in self.manifest["relations"].values() if r["kind"] == "variant"}
         for mode in modes:
-            if mode not in keys:
-                raise UsageError(f"--mode {mode}: no variable has a variant keyed `{mode}`", did_you_mean(mode, keys))
+            if mode not in self.variant_keys:
+                raise InputError(f"--mode {mode}: no variable has a variant keyed `{mode}`",
+                                 did_you_mean(mode, self.variant_keys))
             if mode not in scenario.modes:
                 scenario.modes.append(mode)
         return scenario
-
-
-def _split(item: str, flag: str, example: str) -> tuple[str, str]:
-    name, sep, value = item.partition("=")
-    if not sep or not name.strip() or not value.strip():
-        raise UsageError(f"{flag} {item!r}: expected {example}")
-    return name.strip(), value.strip()
 
 
 def _from_manifest(value):

@@ -1,0 +1,159 @@
+"""The engine as a library: open a compiled catalog (or a Neo4j graph), then resolve, estimate, sweep,
+sample, calibrate and validate, each returning a typed result with `to_dict()`.
+
+    from gpustack_sim import Engine
+    engine = Engine.open("catalog")
+    est = engine.estimate(engine.load_run("runs/llama70b_1024xh100.yaml"))
+
+Errors are `gpustack_compiler.errors.GpustackError` subclasses (InputError, CatalogError,
+InfrastructureError, and the engine's ResolveError); nothing here imports the command line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpustack_compiler import pipeline
+from gpustack_compiler.errors import CatalogError, InputError
+from gpustack_compiler.source import GraphSource, ManifestSource
+from gpustack_compiler.suggest import did_you_mean
+from gpustack_compiler.units import UnitSystem
+
+from .engine.resolver import Resolution, Resolver
+from .engine.run import RunSpec, load_run
+from .engine.scenario import Scenario, ScenarioBuilder
+
+if TYPE_CHECKING:
+    from .analyses.calibrate import Calibration
+    from .analyses.estimate import Estimate
+    from .analyses.sweep import SweepResult
+    from .analyses.uncertainty import Distribution, Summary
+    from .analyses.validate import Validation
+
+REPO_CATALOG = Path(__file__).resolve().parent.parent / "catalog"
+
+
+def default_catalog() -> Path:
+    """./catalog when there is one, else the catalog shipped beside the package."""
+    here = Path("catalog")
+    return here if here.is_dir() else REPO_CATALOG
+
+
+class Engine:
+    """A graph source (the compiled manifest, or Neo4j) with its tables, a scenario builder and a resolver."""
+
+    def __init__(self, source: GraphSource, tables: dict | None = None):
+        self.source = source
+        self.tables = tables if tables is not None else source.tables()
+        self.units = UnitSystem.from_manifest(self.tables["units"])
+        self.scenarios = ScenarioBuilder(source, self.tables, self.units)
+        self.resolver = Resolver(source, self.units)
+
+    # ---- opening ---------------------------------------------------------------------------
+    @staticmethod
+    def compile(catalog: str | Path | None = None, build_dir: str | Path | None = "build",
+                write: bool = False) -> pipeline.Result:
+        """Check and compile a catalog (cached next to the manifest by content hash); CatalogError
+        carrying every finding when it has errors."""
+        root = Path(catalog) if catalog is not None else default_catalog()
+        if not root.is_dir():
+            raise InputError(f"catalog directory {root} not found", "pass the catalog directory")
+        result = pipeline.run(root, Path(build_dir) if build_dir is not None else None, write_manifest=write)
+        if result.manifest is None:
+            errors = len(result.findings.errors)
+            raise CatalogError(f"the catalog has {errors} error(s)", "run `gpustack check` for every finding",
+                               findings=result.findings)
+        return result
+
+    @classmethod
+    def open(cls, catalog: str | Path | None = None, build_dir: str | Path | None = "build") -> Engine:
+        """The engine over a catalog directory, compiled in memory (the embedded default, no server)."""
+        return cls(ManifestSource(cls.compile(catalog, build_dir).manifest))
+
+    @classmethod
+    def from_neo4j(cls, uri: str | None = None, user: str | None = None, password: str | None = None,
+                   database: str | None = None, tables: dict | None = None) -> Engine:
+        """The engine over a graph loaded into Neo4j (`gpustack compile --neo4j`); NEO4J_* variables
+        fill in what is not given."""
+        from gpustack_compiler.neo4j.source import Neo4jSource
+
+        return cls(Neo4jSource.from_env(uri, user, password, database), tables)
+
+    # ---- names and scenarios ---------------------------------------------------------------
+    def variable(self, name: str) -> dict:
+        """A variable's record; InputError with a suggestion when there is none."""
+        var = self.source.variable(name)
+        if var is None:
+            raise InputError(f"unknown variable `{name}`", did_you_mean(name, self.source.names()))
+        return var
+
+    def scenario(self, presets: Sequence[str] = (), assign: Mapping[str, object] | None = None,
+                 variants: Mapping[str, str] | None = None, modes: Sequence[str] = ()) -> Scenario:
+        """Presets in order (later ones win), then assignments ('0.5 kW' or a number in declared units),
+        variant selections and modes."""
+        return self.scenarios.build(presets, assign, variants, modes)
+
+    @staticmethod
+    def load_run(path: str | Path | None, overrides: Sequence[str] = ()) -> RunSpec:
+        """A run file (schemas/run.schema.json), with `field.path=value` overrides."""
+        return load_run(Path(path) if path is not None else None, overrides)
+
+    def run_scenario(self, run: RunSpec) -> Scenario:
+        """The scenario a run file describes."""
+        from .analyses.estimate import build_scenario
+
+        return build_scenario(self.scenarios, run)
+
+    # ---- analyses --------------------------------------------------------------------------
+    def resolve(self, target: str, scenario: Scenario | None = None, *, fallback_on_invalid: bool = False,
+                solve: bool = False) -> Resolution:
+        self.variable(target)
+        return self.resolver.resolve(target, scenario or Scenario(), fallback_on_invalid=fallback_on_invalid,
+                                     solve=solve)
+
+    def distribution(self, spec: str) -> Distribution:
+        """`NAME~normal(mu, sd)`, `NAME~lognormal(median, sigma)` or `NAME~uniform(low, high)`."""
+        from .analyses.uncertainty import parse_spec
+
+        return parse_spec(spec, self.scenarios)
+
+    def sample(self, target: str, scenario: Scenario, distributions: Sequence[Distribution],
+               samples: int = 10000, seed: int = 0) -> Summary:
+        """Monte Carlo over the given roots: percentiles, mean and sd of `target`."""
+        from .analyses.uncertainty import MonteCarlo
+
+        self.variable(target)
+        return MonteCarlo(self.resolver).run(target, scenario, list(distributions), samples, seed)
+
+    def estimate(self, run: RunSpec, samples: int = 10000, seed: int = 0, sample: Sequence[str] = ()) -> Estimate:
+        """A run's time, throughput, utilization, memory, energy and cost, each with a p5/p50/p95 interval."""
+        from .analyses.estimate import estimate
+
+        return estimate(self.resolver, self.scenarios, run, samples, seed, list(sample))
+
+    def sweep(self, run: RunSpec, grid: Mapping[str, Sequence], objective: str = "tokens_per_sec",
+              top: int = 10) -> SweepResult:
+        """Every layout on the grid, invalid ones counted by reason, valid ones ranked by `objective`."""
+        from .analyses.sweep import sweep
+
+        return sweep(self.resolver, self.scenarios, run, {k: list(v) for k, v in grid.items()}, objective, top)
+
+    def calibrate(self, data_dir: str | Path) -> Calibration:
+        """Fit the calibration parameters to a calibration data folder (nothing is written)."""
+        from .analyses.calibrate import calibrate
+
+        return calibrate(self.resolver, self.scenarios, Path(data_dir))
+
+    def scenario_report(self, preset: str, targets: Mapping[str, str] | None = None) -> dict:
+        """A preset's advertised targets (plus `targets`, label -> variable) resolved from it alone."""
+        from .analyses.presets import report
+
+        return report(self.resolver, self.scenarios, preset, targets or {})
+
+    def validate(self, runs_csv: str | Path, samples: int = 2000, seed: int = 0) -> Validation:
+        """Predict measured runs with the calibrated model and score the predictions."""
+        from .analyses.validate import validate
+
+        return validate(self.resolver, self.scenarios, Path(runs_csv), samples, seed)

@@ -1,0 +1,98 @@
+"""The root `gpustack` app: global options, how results are printed, and how a command gets its engine.
+
+JSON alone goes to stdout with `--json`; messages and errors go to stderr. Exceptions become exit
+codes in `main.py`, the one place that maps them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from gpustack_compiler.errors import InputError
+
+if TYPE_CHECKING:
+    from gpustack_compiler.source import GraphSource
+
+    from ..api import Engine
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+                  help="gpustack: what a token of AI training physically costs, and what that number is made of.")
+
+JsonOpt = typer.Option(False, "--json", help="Print JSON alone on stdout.")
+Neo4jOpt = typer.Option(False, "--neo4j", help="Answer from Neo4j (NEO4J_URI etc.) instead of the manifest.")
+
+
+@dataclass
+class Settings:
+    catalog: Path
+    build: Path
+    schemas: Path
+
+
+@app.callback()
+def _settings(ctx: typer.Context,
+              catalog: Path = typer.Option(None, "--catalog", envvar="GPUSTACK_CATALOG",
+                                           help="Catalog directory (default: ./catalog)."),
+              build_dir: Path = typer.Option(Path("build"), "--build-dir", envvar="GPUSTACK_BUILD_DIR",
+                                             help="Where the manifest and caches go.")) -> None:
+    from ..api import default_catalog
+
+    cat = catalog or default_catalog()
+    ctx.obj = Settings(cat, build_dir, cat.resolve().parent / "schemas")
+
+
+def settings(ctx: typer.Context) -> Settings:
+    return ctx.find_root().obj
+
+
+def out(data, text: str, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    else:
+        sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def engine(ctx: typer.Context, use_neo4j: bool = False) -> Engine:
+    """The engine over the compiled catalog, or over the graph in Neo4j."""
+    from ..api import Engine
+
+    s = settings(ctx)
+    if use_neo4j:
+        return Engine.from_neo4j(tables=Engine.compile(s.catalog, s.build).manifest)
+    return Engine.open(s.catalog, s.build)
+
+
+def source(ctx: typer.Context, use_neo4j: bool) -> GraphSource:
+    """The graph alone (no resolver): for commands that only read names, cones and statistics."""
+    if use_neo4j:
+        from gpustack_compiler.neo4j.source import Neo4jSource
+
+        return Neo4jSource.from_env()
+    from gpustack_compiler.source import ManifestSource
+
+    from ..api import Engine
+
+    s = settings(ctx)
+    return ManifestSource(Engine.compile(s.catalog, s.build).manifest)
+
+
+def pairs(items: Sequence[str], flag: str, example: str = "NAME=VALUE") -> dict[str, str]:
+    """`NAME=VALUE` option values as a mapping: the one place where such text is split."""
+    result = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise InputError(f"{flag} {item!r}: expected {example}")
+        result[name.strip()] = value.strip()
+    return result
