@@ -97,7 +97,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
     targets = [t for _, t in available] + [p for p in MEMORY_PARTS if resolver.source.variable(p) is not None]
     point = resolver.resolve_many(targets, scenario)
     dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
-    bands = intervals(resolver, scenario, targets, dists, samples, seed) if dists else {}
+    bands = intervals(resolver, scenario, targets, dists, samples, seed) if dists and samples else {}
     figures, known = [], {}
     for label, target in available:
         meta = resolver.source.variable(target)
@@ -114,7 +114,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
     memory = _memory(point, resolver)
     uncertain = {d.name: d.describe(resolver.source.variable(d.name)["scale"]) for d in dists}
     return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,
-                    samples if dists else 0, seed,
+                    samples if dists and samples else 0, seed,
                     {t: r for t, r in point.items() if isinstance(r, Resolution)})
 
 
