@@ -11,6 +11,7 @@ from gpustack_compiler.cli import app
 from gpustack_compiler.errors import EXIT_INFRA, GpustackError
 
 from . import cmd_calibration, cmd_resolve, cmd_run, cmd_scenario  # noqa: F401  (register their commands)
+from . import cmd_simulate  # noqa: F401  (registers `gpustack simulate`)
 
 # The click typer parses with: click itself before typer 0.22, a vendored copy since (click is then not
 # installed at all), found through the module of typer's own usage-error class.

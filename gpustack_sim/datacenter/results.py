@@ -102,13 +102,13 @@ class SimulationResult:
 
         table = pa.table({name: pa.array([row[name] for row in self.log], type=pa.from_numpy_dtype(np.dtype(t))
                                          if t != "string" else pa.string()) for name, t in LOG_COLUMNS.items()})
-        _atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+        write_atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
     def write_timeline_png(self, path: Path, params: JobParameters) -> None:
         from .timeline import draw_timeline
 
         rows = [r for r in self.log if r["replication"] == 0]
-        _atomic(path, lambda tmp: draw_timeline(rows, params, tmp))
+        write_atomic(path, lambda tmp: draw_timeline(rows, params, tmp))
 
 
 def _excluded(params: JobParameters) -> tuple[str, ...]:
@@ -120,13 +120,14 @@ def _excluded(params: JobParameters) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _atomic(path: Path, write) -> None:
+def write_atomic(path: Path, write) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; an artifact is meant to be shared
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
