@@ -10,6 +10,7 @@ import typer
 from gpustack_compiler.cli import JsonOpt, app, out
 from gpustack_compiler.errors import UsageError
 
+from .datacenter import sites as _sites  # noqa: F401  (registers schemas/sites.schema.json)
 from .display import fmt
 
 
