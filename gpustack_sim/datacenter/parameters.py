@@ -84,6 +84,10 @@ class JobParameters:
         if missing:
             raise bad_input(f"catalog variables not resolved for the simulation: {', '.join(missing)}",
                             "assign them in the run file or a preset")
+        # Rates first: a bad rate also spoils the MTBF and the interval derived from it.
+        for cls_ in failure_classes:
+            if not math.isfinite(cls_.rate_per_unit_s) or cls_.rate_per_unit_s < 0:
+                raise bad_input(f"{cls_.variable}: failure rate {cls_.rate_per_unit_s!r} is negative or not finite")
         got = {}
         for fld, var in CATALOG_PARAMETERS.items():
             value = values.get(var)
@@ -95,9 +99,6 @@ class JobParameters:
         for fld in UNSOURCED_POWER_FIELDS:
             got[fld] = None
         got["model_sync_bits"] = values[PARAMS_VARIABLE] * values[BYTES_PER_PARAM_VARIABLE]
-        for cls_ in failure_classes:
-            if not math.isfinite(cls_.rate_per_unit_s) or cls_.rate_per_unit_s < 0:
-                raise bad_input(f"{cls_.variable}: failure rate {cls_.rate_per_unit_s!r} is negative or not finite")
         return cls(**got, failure_classes=failure_classes, excluded_failure_classes=excluded_failure_classes)
 
 
