@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
@@ -36,6 +38,10 @@ def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str |
     placement = single_site(params.nodes) if sites is None else place(
         sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
     horizon = None if days is None else to_ns(days * SECONDS_PER_DAY)
+    if not to_budget:
+        # A replay over a horizon trains past the budget: give it more steps than the horizon can hold.
+        steps = math.ceil(days * SECONDS_PER_DAY / params.step_time_s) + 1
+        params = dataclasses.replace(params, token_budget=max(params.token_budget, steps * params.tokens_per_step))
     seeds = np.random.SeedSequence(seed).spawn(replications)
     jobs = [(params, placement, chosen, s, horizon, i < log_replications) for i, s in enumerate(seeds)]
     if workers > 1 and replications > 1:

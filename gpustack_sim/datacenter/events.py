@@ -61,7 +61,8 @@ class EventQueue:
     """A heap of events with its own sequence counter (one per simulation instance)."""
 
     def __init__(self) -> None:
-        self._heap: list[Event] = []
+        # Plain tuples in the heap: comparing them is several times cheaper than comparing dataclasses.
+        self._heap: list[tuple] = []
         self._seq = 0
 
     def next_seq(self) -> int:
@@ -72,14 +73,14 @@ class EventQueue:
 
     def push(self, time_ns: int, priority: Priority, kind: EventKind, payload: tuple = ()) -> Event:
         event = Event(time_ns, int(priority), int(kind), self.next_seq(), payload)
-        heapq.heappush(self._heap, event)
+        heapq.heappush(self._heap, (event.time_ns, event.priority, event.kind, event.seq, payload))
         return event
 
     def pop(self) -> Event:
-        return heapq.heappop(self._heap)
+        return Event(*heapq.heappop(self._heap))
 
     def peek_time(self) -> int | None:
-        return self._heap[0].time_ns if self._heap else None
+        return self._heap[0][0] if self._heap else None
 
     def __len__(self) -> int:
         return len(self._heap)
