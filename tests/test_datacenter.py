@@ -244,3 +244,27 @@ def test_bad_sites_name_file_line_and_field(tmp_path, edit, message):
     with pytest.raises(UsageError, match=message) as info:
         load_sites(path, _units())
     assert "\n" not in info.value.message
+
+
+def test_calendar_fixed_first_then_earliest_fit():
+    from gpustack_sim.datacenter.resources import Calendar
+
+    cal = Calendar("storage", 10.0)
+    cal.reserve_fixed(100, 200, 8.0, "maintenance")
+    with pytest.raises(UsageError, match="conflicts with maintenance"):
+        cal.reserve_fixed(150, 250, 5.0, "drain")
+    assert cal.place_flexible(50, 100, 5.0, "drain") == 200  # does not fit over the maintenance
+    assert cal.place_flexible(0, 50, 5.0, "small drain") == 0  # fits before it
+    assert cal.place_flexible(0, 100, 2.0, "light drain") == 0
+
+
+def test_link_windows_book_the_down_time(tmp_path):
+    from gpustack_sim.datacenter.resources import site_calendars
+
+    path = tmp_path / "windows.yaml"
+    path.write_text((REPO / "sites" / "example_two_sites.yaml").read_text()
+                    + "    availability: [{start: 1 hour, end: 2 hour}]\n")
+    cals = site_calendars(load_sites(path, _units()))
+    link = cals["link east-west"]
+    assert link.load_at(0) == link.capacity and link.load_at(to_ns(1.5 * HOUR)) == 0
+    assert link.place_flexible(0, to_ns(60), 1.0, "sync") == to_ns(HOUR)
