@@ -17,7 +17,7 @@ from gpustack_sim.datacenter import FailureClass, JobParameters, simulate
 from gpustack_sim.datacenter.events import to_ns
 from gpustack_sim.datacenter.parameters import CATALOG_PARAMETERS, PARAMS_VARIABLE, BYTES_PER_PARAM_VARIABLE
 from gpustack_sim.datacenter.policies import FixedInterval, Observation, daly_interval
-from gpustack_sim.datacenter.simulation import PHASES, Replay
+from gpustack_sim.datacenter.simulation import Replay
 from gpustack_sim.datacenter.sites import load_sites, place, single_site
 
 REPO = Path(__file__).resolve().parent.parent

@@ -45,7 +45,6 @@ class Priority(IntEnum):
 
     WORLD = 0
     JOB = 1
-    RECORD = 2
 
 
 @dataclass(frozen=True, order=True)
