@@ -1,0 +1,124 @@
+"""`gpustack simulate`: replay a run in the virtual datacenter (failures, checkpoints, recovery, power)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from gpustack_compiler.errors import InputError
+
+from .app import JsonOpt, app, engine, out
+from .render import fmt
+
+
+@app.command("simulate")
+def simulate_cmd(ctx: typer.Context,
+                 run_file: Path = typer.Argument(..., help="Run file (schemas/run.schema.json)."),
+                 days: float = typer.Option(None, "--days", help="Simulate this many days of wallclock."),
+                 to_budget: bool = typer.Option(False, "--to-budget", help="Simulate until the token budget is "
+                                                "trained (the default without --days)."),
+                 seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
+                 replications: int = typer.Option(1, "--replications", min=1, help="Independent replications."),
+                 policy: str = typer.Option("daly", "--policy", help="Checkpoint policy: fixed, daly or adaptive."),
+                 interval: float = typer.Option(None, "--interval", help="Checkpoint interval in seconds "
+                                                "(--policy fixed; default the catalog's cluster.ckpt.interval)."),
+                 sites_file: Path = typer.Option(None, "--sites", help="Sites file (schemas/sites.schema.json)."),
+                 workers: int = typer.Option(1, "--workers", min=1, help="Worker processes for replications."),
+                 explain: bool = typer.Option(False, "--explain", help="Name every catalog parameter used."),
+                 as_json: bool = JsonOpt,
+                 out_dir: Path = typer.Option(None, "--out", help="Write result.json, events.parquet and "
+                                              "timeline.png here.")) -> None:
+    """Replay a training run with failures, checkpoints and recovery; figures with intervals over replications."""
+    from ..engine.run import load_run
+
+    if days is not None and to_budget:
+        raise InputError("--days and --to-budget exclude each other")
+    if interval is not None and policy != "fixed":
+        raise InputError("--interval goes with --policy fixed")
+    run = load_run(run_file)
+    eng = engine(ctx)
+    params, traces = eng.job_parameters(run)
+    with _progress(replications) as tick:
+        result = eng.simulate(run, sites=sites_file, policy=policy, seed=seed, replications=replications, days=days,
+                              interval_s=interval, workers=workers, progress=tick, parameters=params)
+    data = result.to_dict()
+    lines = _lines(result, run.name)
+    if explain:
+        data["parameters"] = _explained(params, traces)
+        lines += ["parameters from the catalog:"] + [
+            f"  {p['field']:<28} {fmt(p['value'], None, p['units'])}  <- {p['variable']} ({p['trace']})"
+            for p in data["parameters"]]
+    if out_dir is not None:
+        from ..datacenter.results import write_atomic
+
+        result.write_parquet(out_dir / "events.parquet")
+        result.write_timeline_png(out_dir / "timeline.png")
+        write_atomic(out_dir / "result.json",
+                lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"))
+        lines.append(f"wrote {out_dir}/result.json, events.parquet, timeline.png")
+    out(data, "\n".join(lines), as_json)
+
+
+def _progress(total: int):
+    """A rich progress bar on stderr; it disappears when done."""
+    from contextlib import contextmanager
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    @contextmanager
+    def bar():
+        with Progress(console=Console(stderr=True), transient=True, disable=total < 2) as prog:
+            task = prog.add_task("replications", total=total)
+            yield lambda n: prog.advance(task, n)
+
+    return bar()
+
+
+_LABELS = {"useful_time_share": ("useful-time share (goodput)", "1", 1.0),
+           "wallclock_s": ("wallclock", "day", 86400.0), "interruptions": ("interruptions", "1", 1.0),
+           "lost_gpu_hours": ("lost GPU-hours", "GPU*h", 1.0),
+           "checkpoint_overhead_share": ("checkpoint overhead share", "1", 1.0),
+           "checkpoints_completed": ("checkpoints completed", "1", 1.0), "tokens": ("tokens trained", "token", 1.0),
+           "energy_j": ("energy (node IT)", "MWh", 3.6e9)}
+
+
+def _lines(result, name: str) -> list[str]:
+    horizon = f"{result.days} days" if result.days is not None else "to the token budget"
+    lines = [f"simulation of {name}: {result.replications} replication(s), seed {result.seed}, policy "
+             f"{result.policy}, {horizon}; nodes per site: "
+             + ", ".join(f"{s} {n}" for s, n in result.placement)]
+    for key, stat in result.figures.items():
+        label, units, scale = _LABELS[key]
+        lines.append(f"  {label:<28} {stat.mean / scale:.6g} {units}   [p5 {stat.p5 / scale:.6g}, "
+                     f"p50 {stat.p50 / scale:.6g}, p95 {stat.p95 / scale:.6g}]")
+    for cause, stat in result.interruptions_by_cause.items():
+        lines.append(f"  interruptions: {cause:<14} {stat.mean:.4g}   [p5 {stat.p5:.4g}, p95 {stat.p95:.4g}]")
+    w = result.work
+    lines.append(f"work: attempted {w['attempted_steps']} = useful {w['useful_steps']} + lost {w['lost_steps']} steps "
+                 f"(over all replications)")
+    lines += [f"note: {n}" for n in result.notes]
+    lines += ["excluded:"] + [f"  {e}" for e in result.excluded]
+    return lines
+
+
+def _explained(params, traces) -> list[dict]:
+    from ..datacenter.parameters import CATALOG_PARAMETERS
+
+    rows = []
+    for field_name, var in CATALOG_PARAMETERS.items():
+        res = traces.get(var)
+        if res is None:
+            rows.append({"field": field_name, "variable": var, "value": None, "units": "", "trace": "not resolved"})
+            continue
+        own = next((s for s in res.trace if s.variable == var), None)
+        how = "assigned" if own is None or own.relation is None else f"{own.kind} {own.relation}"
+        rows.append({"field": field_name, "variable": var, "value": res.value, "units": res.units,
+                     "trace": f"{how}; {len(res.trace)} trace steps"})
+    for cls in params.failure_classes:
+        res = traces[cls.variable]
+        rows.append({"field": f"failure rate {cls.name} (per {cls.per})", "variable": cls.variable,
+                     "value": res.value, "units": res.units, "trace": f"{len(res.trace)} trace steps"})
+    return rows

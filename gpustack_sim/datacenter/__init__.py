@@ -1,0 +1,8 @@
+"""Virtual datacenter: a seeded discrete-event replay of a training job (failures, checkpoints, recovery,
+power) whose parameters come from resolved catalog values."""
+
+from .api import simulate
+from .parameters import CATALOG_PARAMETERS, FailureClass, JobParameters
+from .results import SimulationResult
+
+__all__ = ["CATALOG_PARAMETERS", "FailureClass", "JobParameters", "SimulationResult", "simulate"]

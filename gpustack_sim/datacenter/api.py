@@ -1,0 +1,64 @@
+"""`simulate`: replications of one job, each with its own seed spawned from the caller's."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from gpustack_compiler.errors import InputError
+
+from .events import to_ns
+from .parameters import JobParameters
+from .policies import Policy, make_policy
+from .results import SimulationResult
+from .simulation import Replay, Replication
+from .sites import Placement, Sites, place, single_site
+
+SECONDS_PER_DAY = 86400
+
+
+def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str | Policy = "daly", seed: int = 0,
+             replications: int = 1, days: float | None = None, to_budget: bool = True,
+             interval_s: float | None = None, workers: int = 1, log_replications: int = 1,
+             progress: Callable[[int], None] | None = None) -> SimulationResult:
+    """Replay the job `replications` times. Replication i uses the i-th child of SeedSequence(seed), so
+    every replication is the same whatever the order or the number of workers."""
+    if replications < 1:
+        raise InputError(f"replications: {replications} is not a positive count")
+    if days is None and not to_budget:
+        raise InputError("simulate: give days or to_budget")
+    if days is not None and not days > 0:
+        raise InputError(f"days: {days!r} is not positive")
+    chosen = policy if not isinstance(policy, str) else make_policy(
+        policy, params.checkpoint_blocking_s, params.job_mtbf_s,
+        interval_s if interval_s is not None else params.checkpoint_interval_s)
+    placement = single_site(params.nodes) if sites is None else place(
+        sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
+    horizon = None if days is None else to_ns(days * SECONDS_PER_DAY)
+    if not to_budget:
+        # A replay over a horizon trains past the budget: give it more steps than the horizon can hold.
+        steps = math.ceil(days * SECONDS_PER_DAY / params.step_time_s) + 1
+        params = dataclasses.replace(params, token_budget=max(params.token_budget, steps * params.tokens_per_step))
+    seeds = np.random.SeedSequence(seed).spawn(replications)
+    jobs = [(params, placement, chosen, s, horizon, i < log_replications) for i, s in enumerate(seeds)]
+    if workers > 1 and replications > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            runs = list(_tick(pool.map(_replay, jobs, chunksize=max(1, replications // (8 * workers))), progress))
+    else:
+        runs = list(_tick(map(_replay, jobs), progress))
+    return SimulationResult.from_replications(params, placement, chosen.name, seed, days, runs)
+
+
+def _replay(job: tuple[JobParameters, Placement, Policy, np.random.SeedSequence, int | None, bool]) -> Replication:
+    return Replay(*job).run()
+
+
+def _tick(runs, progress):
+    for run in runs:
+        if progress is not None:
+            progress(1)
+        yield run

@@ -1,0 +1,73 @@
+"""Capacities over time: accelerators per site, storage bandwidth, WAN links, a site's power cap.
+
+A calendar takes fixed-time reservations first (maintenance, a link's down windows), where a conflict
+is an error, then places flexible ones (a checkpoint drain, a migration) at their earliest fit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpustack_compiler.errors import InputError
+
+from .sites import Sites
+
+
+@dataclass
+class Calendar:
+    name: str
+    capacity: float
+    # (start_ns, end_ns, amount, what), kept sorted by start
+    booked: list[tuple[int, int, float, str]] = field(default_factory=list)
+
+    def load_at(self, t: int) -> float:
+        return sum(a for s, e, a, _ in self.booked if s <= t < e)
+
+    def _fits(self, start: int, end: int, amount: float) -> bool:
+        # Load only rises where a reservation starts, so checking those instants (and `start`) is enough.
+        points = [start] + [s for s, e, _, _ in self.booked if start < s < end]
+        return all(self.load_at(t) + amount <= self.capacity for t in points)
+
+    def _book(self, start: int, end: int, amount: float, what: str) -> None:
+        self.booked.append((start, end, amount, what))
+        self.booked.sort()
+
+    def reserve_fixed(self, start: int, end: int, amount: float, what: str) -> None:
+        if end <= start or amount < 0:
+            raise InputError(f"{self.name}: {what}: empty or negative reservation")
+        if not self._fits(start, end, amount):
+            clash = next(w for s, e, _, w in self.booked if s < end and start < e)
+            raise InputError(f"{self.name}: {what} conflicts with {clash} (capacity {self.capacity:g})")
+        self._book(start, end, amount, what)
+
+    def place_flexible(self, earliest: int, duration: int, amount: float, what: str) -> int:
+        """Book at the earliest start at or after `earliest` where it fits; returns that start."""
+        if amount > self.capacity:
+            raise InputError(f"{self.name}: {what} needs {amount:g}, more than the capacity {self.capacity:g}")
+        # The earliest fit starts at `earliest` or when some reservation ends.
+        for start in sorted({earliest} | {e for _, e, _, _ in self.booked if e > earliest}):
+            if self._fits(start, start + duration, amount):
+                self._book(start, start + duration, amount, what)
+                return start
+        raise AssertionError("unreachable: after the last reservation ends everything fits")
+
+
+def site_calendars(sites: Sites) -> dict[str, Calendar]:
+    """One calendar per capacity; a link's time outside its availability windows is booked as down."""
+    from .events import to_ns
+
+    out: dict[str, Calendar] = {}
+    for s in sites.sites:
+        out[f"{s.name}.accelerators"] = Calendar(f"{s.name}.accelerators", s.effective_accelerators)
+        out[f"{s.name}.storage_bandwidth"] = Calendar(f"{s.name}.storage_bandwidth", s.storage_bandwidth_bit_s)
+        out[f"{s.name}.power"] = Calendar(f"{s.name}.power", s.power_cap_w)
+    for link in sites.links:
+        cal = Calendar(f"link {link.a}-{link.b}", link.bandwidth_bit_s)
+        if link.windows_s is not None:
+            up = sorted((to_ns(a), to_ns(b)) for a, b in link.windows_s)
+            edge = 0
+            for a, b in up:
+                if a > edge:
+                    cal.reserve_fixed(edge, a, link.bandwidth_bit_s, "link down")
+                edge = max(edge, b)
+        out[cal.name] = cal
+    return out

@@ -1,0 +1,239 @@
+"""Sites file: where the job runs, each site's power envelope, and the WAN links between sites.
+
+Two layers, as for run files: `SitesFile` is what the YAML says (extra keys refused, JSON Schema in
+schemas/sites.schema.json); `load_sites` turns its quantities into base units with the catalog's unit
+system and checks what a schema cannot (power cap within cooling and grid limits, links between known
+sites). Every error is one line naming file:line and the field."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpustack_compiler.errors import InputError
+
+from .events import to_ns
+
+Quantity = str | float
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SiteSpec(_Strict):
+    name: str = Field(description="Site name, used by links.")
+    accelerator: str = Field(description="Accelerator preset name (catalog/presets), e.g. gpu_h100_sxm.")
+    accelerators: int = Field(ge=0, description="Accelerators installed at the site.")
+    accelerator_power: Quantity = Field(description="Power per accelerator with its share of the node, e.g. '1 kW'.")
+    base_power: Quantity = Field(description="Site power drawn whatever runs (fabric, storage, facility), e.g. '200 kW'.")
+    cooling_limit: Quantity = Field(description="Heat the cooling plant can remove, as power.")
+    grid_limit: Quantity = Field(description="Power the grid connection can deliver.")
+    power_cap: Quantity = Field(description="Operator's power cap; at most min(cooling_limit, grid_limit).")
+    storage_bandwidth: Quantity = Field(description="Checkpoint storage bandwidth, e.g. '100 GB/s'.")
+    spare_nodes: int | None = Field(None, ge=0, description="Spare nodes held for replacements; absent: unlimited.")
+
+
+class Window(_Strict):
+    start: Quantity = Field(description="Start, as time since the job starts, e.g. '0 h'.")
+    end: Quantity = Field(description="End, as time since the job starts, e.g. '12 h'.")
+
+
+class LinkSpec(_Strict):
+    from_: str = Field(alias="from", description="Site at one end.")
+    to: str = Field(description="Site at the other end.")
+    bandwidth: Quantity = Field(description="Bandwidth in each direction, e.g. '400 Gbit/s'.")
+    latency: Quantity = Field(description="One-way latency, e.g. '30 ms'.")
+    availability: list[Window] | None = Field(None, description="Windows when the link is up; absent: always up.")
+
+
+class SitesFile(_Strict):
+    description: str = Field(description="What scenario this is (and that its values are choices, not sources).")
+    sync_every_steps: int | None = Field(None, ge=1, description="Local steps between cross-site synchronisations "
+                                         "(required when the job spans sites).")
+    sites: list[SiteSpec] = Field(min_length=1)
+    links: list[LinkSpec] = Field(default_factory=list)
+
+
+# field -> a unit of the dimension it must have
+_DIMENSIONS = {"accelerator_power": "W", "base_power": "W", "cooling_limit": "W", "grid_limit": "W",
+               "power_cap": "W", "storage_bandwidth": "bit/s", "bandwidth": "bit/s", "latency": "s",
+               "start": "s", "end": "s"}
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    accelerator: str
+    accelerators: int
+    accelerator_power_w: float
+    base_power_w: float
+    cooling_limit_w: float
+    grid_limit_w: float
+    power_cap_w: float
+    storage_bandwidth_bit_s: float
+    spare_nodes: int | None
+
+    @property
+    def effective_accelerators(self) -> int:
+        """Accelerators the power cap can feed after the site's base load."""
+        fed = math.floor((self.power_cap_w - self.base_power_w) / self.accelerator_power_w)
+        return max(0, min(self.accelerators, fed))
+
+
+@dataclass(frozen=True)
+class Link:
+    a: str
+    b: str
+    bandwidth_bit_s: float
+    latency_s: float
+    windows_s: tuple[tuple[float, float], ...] | None
+
+
+@dataclass(frozen=True)
+class Sites:
+    path: str
+    description: str
+    sync_every_steps: int | None
+    sites: tuple[Site, ...]
+    links: tuple[Link, ...]
+
+    def link(self, a: str, b: str) -> Link | None:
+        return next((ln for ln in self.links if {ln.a, ln.b} == {a, b}), None)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the job's nodes are: (site, nodes) pairs, spares, and the cross-site synchronisation."""
+
+    placed: tuple[tuple[str, int], ...]
+    spares: int | None
+    sync_every_steps: int | None
+    sync_ns: int
+
+    @property
+    def nodes(self) -> int:
+        return sum(n for _, n in self.placed)
+
+    def shares(self) -> list[tuple[str, float]]:
+        return [(site, n / self.nodes) for site, n in self.placed]
+
+
+def single_site(nodes: int) -> Placement:
+    return Placement((("site", nodes),), None, None, 0)
+
+
+def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
+    """Read and check a sites file; `units` is the catalog's UnitSystem."""
+    from gpustack_compiler.catalog import parse_quantity
+    from gpustack_compiler.yaml_lines import YamlError, line_at, load
+
+    try:
+        data, _ = load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read sites file ({exc.strerror or exc})") from None
+    except YamlError as exc:
+        raise InputError(f"{path}:{exc.line}: {exc.message}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}:1: a sites file is a YAML mapping")
+    try:
+        spec = SitesFile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(err["loc"])
+        raise InputError(f"{path}:{line_at(data, loc)}: {'.'.join(map(str, loc))}: {err['msg']}") from None
+
+    def fail(loc: tuple, message: str):
+        return InputError(f"{path}:{line_at(data, loc)}: {'.'.join(map(str, loc))}: {message}")
+
+    def base(value: Quantity, loc: tuple) -> float:
+        want = units.parse(_DIMENSIONS[loc[-1]])
+        try:
+            q = parse_quantity(value, _DIMENSIONS[loc[-1]])
+            unit = units.parse(q.units)
+        except ValueError as exc:
+            raise fail(loc, str(exc)) from None
+        if unit.dim != want.dim:
+            raise fail(loc, f"{value!r} is not a {_DIMENSIONS[loc[-1]]} quantity")
+        if not math.isfinite(q.value) or q.value < 0:
+            raise fail(loc, f"{value!r} is negative")
+        return q.value * unit.scale
+
+    sites = []
+    for i, s in enumerate(spec.sites):
+        loc = ("sites", i)
+        if presets is not None and s.accelerator not in presets:
+            raise fail(loc + ("accelerator",), f"unknown preset {s.accelerator!r}")
+        values = {f: base(getattr(s, f), loc + (f,)) for f in ("accelerator_power", "base_power", "cooling_limit",
+                                                               "grid_limit", "power_cap", "storage_bandwidth")}
+        if values["accelerator_power"] <= 0:
+            raise fail(loc + ("accelerator_power",), "must be positive")
+        if values["power_cap"] > min(values["cooling_limit"], values["grid_limit"]):
+            limit = "grid_limit" if values["grid_limit"] <= values["cooling_limit"] else "cooling_limit"
+            raise fail(loc + ("power_cap",), f"{s.power_cap!r} is above {limit} {getattr(s, limit)!r}")
+        sites.append(Site(s.name, s.accelerator, s.accelerators, values["accelerator_power"], values["base_power"],
+                          values["cooling_limit"], values["grid_limit"], values["power_cap"],
+                          values["storage_bandwidth"], s.spare_nodes))
+    names = [s.name for s in sites]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise fail(("sites", i, "name"), f"site {name!r} is defined twice")
+    links = []
+    for i, ln in enumerate(spec.links):
+        loc = ("links", i)
+        for end, field_name in ((ln.from_, "from"), (ln.to, "to")):
+            if end not in names:
+                raise fail(loc + (field_name,), f"unknown site {end!r} (sites: {', '.join(names)})")
+        windows = None
+        if ln.availability is not None:
+            windows = tuple((base(w.start, loc + ("availability", j, "start")),
+                             base(w.end, loc + ("availability", j, "end"))) for j, w in enumerate(ln.availability))
+            for j, (start, end) in enumerate(windows):
+                if end <= start:
+                    raise fail(loc + ("availability", j, "end"), "a window ends before it starts")
+        links.append(Link(ln.from_, ln.to, base(ln.bandwidth, loc + ("bandwidth",)),
+                          base(ln.latency, loc + ("latency",)), windows))
+    return Sites(str(path), spec.description, spec.sync_every_steps, tuple(sites), tuple(links))
+
+
+def place(sites: Sites, nodes: int, gpus_per_node: int, sync_bits: float) -> Placement:
+    """Fill the sites in file order with the job's nodes, as many as each site's power cap feeds."""
+    placed, left = [], nodes
+    for site in sites.sites:
+        take = min(left, site.effective_accelerators // gpus_per_node)
+        if take:
+            placed.append((site.name, take))
+            left -= take
+    if left:
+        raise InputError(f"{sites.path}: sites: the power caps feed {nodes - left} nodes of {gpus_per_node} "
+                        f"accelerators, the job needs {nodes}")
+    used = {name for name, _ in placed}
+    spares = None
+    if any(s.spare_nodes is not None for s in sites.sites if s.name in used):
+        spares = sum(s.spare_nodes or 0 for s in sites.sites if s.name in used)
+    if len(placed) == 1:
+        return Placement(tuple(placed), spares, None, 0)
+    if sites.sync_every_steps is None:
+        raise InputError(f"{sites.path}: sync_every_steps: required, the job spans {len(placed)} sites")
+    # A cross-site synchronisation passes the weights along the chain of sites in use; it waits for the
+    # slowest hop.
+    stall = 0
+    for (a, _), (b, _) in zip(placed, placed[1:]):
+        link = sites.link(a, b)
+        if link is None:
+            raise InputError(f"{sites.path}: links: the job spans {a} and {b} but no link joins them")
+        stall = max(stall, to_ns(link.latency_s + sync_bits / link.bandwidth_bit_s))
+    return Placement(tuple(placed), spares, sites.sync_every_steps, stall)
+
+
+def _register_schema() -> None:
+    # The compiler owns `gpustack schema` but may not import the engine: the engine registers its file.
+    from gpustack_compiler.schema import SCHEMA_FILES
+
+    SCHEMA_FILES.setdefault("sites.schema.json", SitesFile)
+
+
+_register_schema()
