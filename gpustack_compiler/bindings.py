@@ -90,12 +90,13 @@ def _measured_runs(c: _Checker) -> None:
     for key, p in spec.precision.items():
         c.preset(("precision", key, "preset"), p.preset)
         c.refs(("precision", key), p.references, f"precision key {key}")
-    for column, measure in spec.measures.items():
+    c.unique([(("measures", i, "column"), ms.column) for i, ms in enumerate(spec.measures)], "measure column")
+    for i, measure in enumerate(spec.measures):
         if measure.variable is not None:
-            c.name(("measures", column, "variable"), measure.variable)
+            c.name(("measures", i, "variable"), measure.variable)
         for convention, name in (measure.by_convention or {}).items():
-            c.name(("measures", column, "by_convention", convention), name)
-    if spec.convention_column is None and any(ms.by_convention for ms in spec.measures.values()):
+            c.name(("measures", i, "by_convention", convention), name)
+    if spec.convention_column is None and any(ms.by_convention for ms in spec.measures):
         c.add(("measures",), "binding.invalid-value", "a measure by convention needs `convention_column`")
     d = spec.defaults
     for i, f in enumerate(d.fields):
@@ -125,7 +126,8 @@ def _figures(c: _Checker) -> None:
 
 def _calibration_fit(c: _Checker) -> None:
     spec: m.CalibrationFitFile = c.spec
-    roots = [(("parameters", key, "roots", i), root) for key, p in spec.parameters.items()
+    c.unique([(("parameters", i, "key"), p.key) for i, p in enumerate(spec.parameters)], "parameter")
+    roots = [(("parameters", j, "roots", i), root) for j, p in enumerate(spec.parameters)
              for i, root in enumerate(p.roots)]
     for loc, root in roots:
         c.name(loc, root)

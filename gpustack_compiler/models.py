@@ -375,6 +375,7 @@ class PrecisionKey(Sourced):
 class Measure(Strict):
     """What a measured column is: one variable, or one per counting convention (named in the row)."""
 
+    column: Annotated[str, Field(min_length=1)]
     variable: Name | None = None
     by_convention: dict[Key, Name] | None = None
 
@@ -413,8 +414,8 @@ class MeasuredRunsFile(Strict):
     columns: Annotated[list[ColumnBinding], Field(min_length=1)]
     hardware: dict[Key, HardwareKey]
     precision: dict[Key, PrecisionKey]
-    measures: Annotated[dict[Key, Measure], Field(min_length=1, description="Column -> what it measures; "
-                                                  "a row's first filled-in column is its figure.")]
+    measures: Annotated[list[Measure], Field(min_length=1, description=(
+        "What the measure columns are; the first a row fills in is its figure."))]
     convention_column: Annotated[str | None, Field(description="The column naming a measure's convention.")] = None
     defaults: RowDefaults = RowDefaults()
 
@@ -447,6 +448,7 @@ class FiguresFile(Strict):
 class FitParameter(Strict):
     """One fitted value given to every root of its group (roots the data cannot tell apart)."""
 
+    key: Key
     roots: Annotated[list[Name], Field(min_length=1)]
     initial: float
     low: float
@@ -470,7 +472,7 @@ class HeldValue(Sourced):
 class CalibrationFitFile(Strict):
     """catalog/bindings/calibration_fit.yaml: what `gpustack calibrate` fits and what it holds fixed."""
 
-    parameters: Annotated[dict[Key, FitParameter], Field(min_length=1)]
+    parameters: Annotated[list[FitParameter], Field(min_length=1, description="In the order they are fitted.")]
     held: list[HeldValue] = Field(default_factory=list)
 
 
