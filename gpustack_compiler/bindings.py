@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import models as m
 from .catalog import Catalog, ValueProblem, check_refs, checked_quantity, unknown_variable
 from .suggest import did_you_mean
-from .yaml_lines import LinedDict, line_at
+from .yaml_lines import LinedDict, LinedList, line_at
 
 
 class _Checker:
@@ -156,10 +156,10 @@ def binding_tables(cat: Catalog) -> dict[str, dict]:
 
 
 def _with_lines(dumped, raw):
+    """`dumped` (a validated file) with the line of every mapping in a list, from `raw` (the file as read)."""
     if isinstance(dumped, dict):
         return {k: _with_lines(v, raw.get(k) if isinstance(raw, LinedDict) else None) for k, v in dumped.items()}
-    if isinstance(dumped, list):
-        out = [_with_lines(v, raw[i] if raw is not None and i < len(raw) else None) for i, v in enumerate(dumped)]
-        return [{**v, "line": raw.line_of(i)} if isinstance(v, dict) and hasattr(raw, "line_of") else v
-                for i, v in enumerate(out)]
+    if isinstance(dumped, list) and isinstance(raw, LinedList):
+        return [{**_with_lines(v, raw[i]), "line": raw.line_of(i)} if isinstance(v, dict) else v
+                for i, v in enumerate(dumped)]
     return dumped

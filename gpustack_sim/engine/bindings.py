@@ -8,6 +8,7 @@ numbers carry units.
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from dataclasses import dataclass
 
@@ -113,16 +114,18 @@ class ModeRule:
         return self.values[str(value)]
 
 
+def _entry(cls, record: dict, file: str):
+    """A table entry of the manifest as its dataclass (keys the table leaves out are None)."""
+    return cls(file=file, **{f.name: record.get(f.name) for f in dataclasses.fields(cls) if f.name != "file"})
+
+
 class RunFields:
     """Typed view of the run-field bindings; every field path is checked against the run-file model."""
 
     def __init__(self, table: dict):
         file = table["file"]
-        keys = ("units", "values", "default", "sweep")
-        self.variables = [FieldBinding(b["field"], b["variable"], b["read"], *(b.get(k) for k in keys), file,
-                                       b["line"]) for b in table["variables"]]
-        keys = ("field", "values", "present", "absent", "always")
-        self.modes = [ModeRule(*(r.get(k) for k in keys), file, r["line"]) for r in table["modes"]]
+        self.variables = [_entry(FieldBinding, b, file) for b in table["variables"]]
+        self.modes = [_entry(ModeRule, r, file) for r in table["modes"]]
         for b in self.variables:
             for path in (b.field, *(b.default or {}).values()):
                 check_field(path, file, b.line)
