@@ -269,7 +269,7 @@ def test_a_catalog_without_bindings_says_so(engine: Engine) -> None:
 
 
 @pytest.mark.parametrize("grid,message", [
-    ({"recompute": ["none", "sometimes"]}, "--grid recompute: 'sometimes' is not one of none, selective, full"),
+    ({"recompute": ["none", "sometimes"]}, "--grid recompute: 'sometimes' is not one of full, none, selective"),
     ({"sequence_parallel": ["maybe"]}, "--grid sequence_parallel: expected true or false"),
     ({"vocab": ["1"]}, "--grid vocab: not a sweep axis (axes: tp, pp, dp, cp, micro_batch"),
 ])

@@ -75,7 +75,7 @@ def _row(index: int, line: int, r: dict, where: str, runs: MeasuredRuns, extra_p
         raise InputError(f"{where}: unknown hardware key {hardware!r} (known: {', '.join(sorted(runs.hardware))})")
     precision = runs.precision.get(r[PRECISION])
     if precision is None:
-        raise InputError(f"{where}: unknown precision {r[PRECISION]!r} (known: {', '.join(runs.precision)})")
+        raise InputError(f"{where}: unknown precision {r[PRECISION]!r} (known: {', '.join(sorted(runs.precision))})")
     target, measured = _measured(r, where, runs)
     data: dict = {}
     for column, path in runs.columns.items():
@@ -108,7 +108,7 @@ def _measured(r: dict, where: str, runs: MeasuredRuns) -> tuple[str, float]:
         conventions = measure["by_convention"]
         target = conventions.get((r.get(runs.convention_column) or "").strip())
         if target is None:
-            raise InputError(f"{where}: {column} needs {runs.convention_column} {' or '.join(conventions)}")
+            raise InputError(f"{where}: {column} needs {runs.convention_column} {' or '.join(sorted(conventions))}")
     measured = float(r[column])
     if measured <= 0 or not np.isfinite(measured):
         raise InputError(f"{where}: the measured figure must be a positive number")

@@ -19,7 +19,7 @@ from ..engine.bindings import FieldBinding, field_value
 from ..engine.facts import Facts
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.run import RunSpec
-from ..engine.scenario import ScenarioBuilder
+from ..engine.scenario import Scenario, ScenarioBuilder
 from .uncertainty import STAGE_LIMIT, vectorize_resolution
 
 # The GPU count is fixed: unless it is swept, data parallelism follows from the other degrees.
@@ -73,16 +73,10 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
         # The value the swept variable takes, in coherent base units, as the scenario would hold it.
         return scenarios.quantity(b.variable, b.bound(value), f"--grid {b.sweep}").value
 
-    derive_dp = not any(axes[k].field == DERIVED for k in grid)
-    on_grid = [k for k, b in axes.items() if k in grid or (b.field == DERIVED and derive_dp)]
-    lists = [[coded(axes[k], v) for v in _read(axes[k], grid[k])] if k in grid else [0.0] for k in on_grid]
-    columns = {axes[k].field: np.array(v, dtype=float) for k, v in zip(on_grid, zip(*itertools.product(*lists)))}
+    columns = _grid(axes, grid, coded, scenario)
     n = len(next(iter(columns.values())))
-    for b in axes.values():
-        if b.field not in columns:
-            columns[b.field] = np.full(n, scenario.assignments[b.variable].value)
     column = _column(columns, run, n)
-    if derive_dp:
+    if not any(axes[k].field == DERIVED for k in grid):
         columns[DERIVED] = run.gpus / (column("layout.tp") * column("layout.pp") * column("layout.cp"))
 
     swept = [b.variable for b in axes.values()]
@@ -130,6 +124,19 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
              "memory_per_gpu_GB": float(values[mem.per_gpu][i] / 8e9)} for i in order]
     return SweepResult(objective, target, resolver.source.variable(target)["units"], n, int(valid.sum()),
                        rejected, rows, time.perf_counter() - start, notes)
+
+
+def _grid(axes: dict[str, FieldBinding], grid: dict[str, list], coded, scenario: Scenario) -> dict[str, np.ndarray]:
+    """Run-file field -> its value at every grid point (base units): the product of the grid's axes, the
+    run's own value on the others."""
+    on_grid = [k for k in axes if k in grid]
+    lists = [[coded(axes[k], v) for v in _read(axes[k], grid[k])] for k in on_grid]
+    points = list(zip(*itertools.product(*lists))) if on_grid else [()]
+    n = len(points[0]) if on_grid else 1
+    columns = {axes[k].field: np.array(v, dtype=float) for k, v in zip(on_grid, points)}
+    for b in axes.values():
+        columns.setdefault(b.field, np.full(n, scenario.assignments[b.variable].value))
+    return columns
 
 
 def _read(b: FieldBinding, values: list) -> list:

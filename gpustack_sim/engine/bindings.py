@@ -74,7 +74,7 @@ class FieldBinding:
         if self.read == "enumeration":
             if str(value) not in self.values:
                 raise CatalogError(f"{self.file}:{self.line}: {self.field} = {value!r} has no value for "
-                                   f"{self.variable} (values: {', '.join(self.values)})")
+                                   f"{self.variable} (values: {', '.join(sorted(self.values))})")
             return self.values[str(value)]
         if self.units is not None:
             return Quantity(value=value, units=self.units)
@@ -86,7 +86,7 @@ class FieldBinding:
             return read_boolean(raw)
         if self.read == "enumeration":
             if str(raw) not in self.values:
-                raise ValueError(f"{raw!r} is not one of {', '.join(self.values)}")
+                raise ValueError(f"{raw!r} is not one of {', '.join(sorted(self.values))}")
             return str(raw)
         if self.read == "quantity" or not isinstance(raw, str):
             return raw
