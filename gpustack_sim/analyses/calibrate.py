@@ -263,8 +263,8 @@ def calibration_yaml(result, stats: dict, digest: str, n_rows: int, files: list[
             lines.append(f"      {root}: {{value: {result.values[p.key]:.6g}{spread}, "
                          f"reference: korthikanti2022_recompute, note: \"{note}\"}}")
     for h in held:
-        lines.append(f"      {h.root}: {{value: {h.value:g}, units: \"{h.units}\", reference: korthikanti2022_recompute, "
-                     f"note: \"held fixed in the fit: {h.reason}\"}}")
+        lines.append(f"      {h.root}: {{value: {h.value:g}, units: \"{h.units}\", "
+                     f"reference: korthikanti2022_recompute, note: \"held fixed in the fit: {h.reason}\"}}")
     return "\n".join(lines) + "\n"
 
 
