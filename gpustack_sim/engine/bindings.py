@@ -90,7 +90,10 @@ class FieldBinding:
             return str(raw)
         if self.read == "quantity" or not isinstance(raw, str):
             return raw
-        number = float(raw)
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ValueError(f"{raw!r} is not a number") from None
         return int(number) if number.is_integer() else number
 
 
