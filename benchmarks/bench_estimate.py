@@ -18,8 +18,8 @@ from gpustack_compiler import pipeline
 from gpustack_compiler.source import ManifestSource
 from gpustack_sim import Engine
 from gpustack_sim.engine.run import load_run
-from gpustack_sim.analyses.sweep import parse_grid, sweep
-from gpustack_sim.analyses.estimate import build_scenario, fitted_distributions
+from gpustack_sim.analyses.sweep import parse_grid
+from gpustack_sim.analyses.estimate import fitted_distributions
 from gpustack_sim.analyses.uncertainty import MonteCarlo
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,9 +47,9 @@ def main() -> None:
         lines.append(row("gpustack estimate process, median wall", wall, "s", "<= 2", wall <= 2))
 
         engine = Engine(ManifestSource(manifest))
-        resolver, scenarios = engine.resolver, engine.scenarios
+        resolver = engine.resolver
         run = load_run(args.run)
-        scenario = build_scenario(scenarios, run)
+        scenario = engine.run_scenario(run)
         dists = fitted_distributions(scenario)  # the run's own uncertain inputs (fitted and sourced spreads)
         mc = MonteCarlo(resolver)
         start = time.perf_counter()
@@ -65,9 +65,8 @@ def main() -> None:
 
         grid = parse_grid(GRID)
         for objective in ("tokens_per_sec", "cost_per_token"):
-            # a fresh resolver each time: nothing parsed or compiled before the sweep starts
-            fresh = Engine(ManifestSource(manifest)).resolver
-            result = sweep(fresh, scenarios, run, grid, objective, 10)
+            # a fresh engine each time: nothing parsed or compiled before the sweep starts
+            result = Engine(ManifestSource(manifest)).sweep(run, grid, objective, 10)
             rate = result.evaluated / result.seconds
             lines.append(row(f"sweep by {objective}: {result.evaluated:,} layouts ({result.valid:,} valid)",
                              result.seconds, "s", "-", None))

@@ -23,6 +23,7 @@ from .yaml_lines import LinedDict, YamlError, line_at, load
 MODELINE = re.compile(r"^#\s*yaml-language-server:\s*\$schema=\S+")
 NAME_RE = re.compile(m.NAME_PATTERN)
 CONST_PREFIX = "const"
+BINDINGS_FOLDER = "bindings"
 ROOT_FILES = {"units.yaml": "units", "constants.yaml": "constants", "references.yaml": "references",
               "systems.yaml": "systems"}
 _RELATION = TypeAdapter(m.Relation)
@@ -92,6 +93,15 @@ class PresetEntry:
 
 
 @dataclass
+class BindingEntry:
+    """A file of catalog/bindings/: what the engine's analyses mean by catalog names."""
+
+    spec: m.Strict
+    loc: Loc
+    data: LinedDict
+
+
+@dataclass
 class Catalog:
     root: Path
     units: UnitSystem | None = None
@@ -102,6 +112,7 @@ class Catalog:
     relations: dict[str, RelEntry] = field(default_factory=dict)
     references: dict[str, tuple[m.Reference, Loc]] = field(default_factory=dict)
     presets: dict[str, PresetEntry] = field(default_factory=dict)
+    bindings: dict[str, BindingEntry] = field(default_factory=dict)  # kind -> file
     file_hashes: dict[str, str] = field(default_factory=dict)
     findings: Findings = field(default_factory=Findings)
 
@@ -208,6 +219,8 @@ class _Loader:
                                f"unexpected file; top-level files are {', '.join(sorted(ROOT_FILES))}")
             elif top == "presets":
                 self.load_presets(path)
+            elif top == BINDINGS_FOLDER:
+                self.load_bindings(path)
             elif top in self.cat.systems:
                 self.load_system_file(path, top)
             else:
@@ -338,6 +351,20 @@ class _Loader:
                             require=spec.provenance != "synthetic_fixture")
             self.cat.presets[spec.name] = PresetEntry(spec, Loc(rel, line), raw)
 
+    def load_bindings(self, path: Path) -> None:
+        relpath = path.relative_to(self.cat.root)
+        kind, model = m.BINDING_FILES.get(relpath.name, (None, None)) if len(relpath.parts) == 2 else (None, None)
+        if kind is None:
+            self.f.add(self.rel(path), 1, "catalog.unknown-file", f"unexpected file; the files of {BINDINGS_FOLDER}/ "
+                       f"are {', '.join(m.BINDING_FILES)}")
+            return
+        data = self.read(path)
+        if data is None:
+            return
+        spec = self.validate(model, data, self.rel(path))
+        if spec is not None:
+            self.cat.bindings[kind] = BindingEntry(spec, Loc(self.rel(path), 1), data)
+
     # ---- entry checks ----------------------------------------------------------------------
     def check_name(self, name: str, rel: str, line: int, prefix: str) -> bool:
         if not NAME_RE.match(name) or not is_keyword_free(name):
@@ -365,13 +392,7 @@ class _Loader:
             return None
 
     def check_refs(self, keys: list[str], rel: str, line: int, owner: str, require: bool) -> None:
-        if not keys and require:
-            self.f.add(rel, line, "ref.missing", f"`{owner}` cites no reference")
-        for key in keys:
-            if key not in self.cat.references:
-                hint = did_you_mean(key, self.cat.references)
-                self.f.add(rel, line, "ref.unknown", f"`{owner}` cites unknown reference `{key}`"
-                           + (f"; {hint}" if hint else ""))
+        check_refs(self.cat, keys, rel, line, owner, require)
 
     def check_variable(self, spec: m.Variable, rel: str, raw: LinedDict) -> None:
         a = set(spec.assumptions)
@@ -383,6 +404,16 @@ class _Loader:
         b = spec.bounds
         if b and b.min is not None and b.max is not None and b.min > b.max:
             self.f.add(rel, raw.line_of("bounds"), "variable.bounds", f"`{spec.name}` has min > max")
+
+
+def check_refs(cat: Catalog, keys: list[str], rel: str, line: int, owner: str, require: bool) -> None:
+    if not keys and require:
+        cat.findings.add(rel, line, "ref.missing", f"`{owner}` cites no reference")
+    for key in keys:
+        if key not in cat.references:
+            hint = did_you_mean(key, cat.references)
+            cat.findings.add(rel, line, "ref.unknown", f"`{owner}` cites unknown reference `{key}`"
+                             + (f"; {hint}" if hint else ""))
 
 
 def _is_branch(part) -> bool:
@@ -420,6 +451,9 @@ def load_catalog(root: Path) -> Catalog:
     if cat.units is not None:
         _check_relations(cat)
         _check_presets(cat)
+        from .bindings import check_bindings  # it reads the checked variables, presets and variants
+
+        check_bindings(cat)
     return cat
 
 
@@ -556,6 +590,40 @@ def _check_dimensions(cat: Catalog, rel: RelEntry, inference: DimensionInference
     return decided
 
 
+class ValueProblem(Exception):
+    """Why a value cannot be given to a variable: `id` is unknown-variable, invalid-value or unit-mismatch."""
+
+    def __init__(self, id: str, message: str, quantity: m.Quantity | None = None):
+        super().__init__(message)
+        self.id, self.message = id, message
+        self.quantity = quantity  # the value as read, when it could be read
+
+
+def unknown_variable(cat: Catalog, name: str) -> ValueProblem | None:
+    if name in cat.variables:
+        return None
+    hint = did_you_mean(name, cat.variables)
+    return ValueProblem("unknown-variable", f"unknown variable `{name}`" + (f"; {hint}" if hint else ""))
+
+
+def checked_quantity(cat: Catalog, name: str, value) -> m.Quantity:
+    """`value` ('0.5 kW', a number in the declared unit, or a Quantity) for variable `name`; ValueProblem
+    when the variable is unknown, the value unreadable or its dimension not the variable's."""
+    unknown = unknown_variable(cat, name)
+    if unknown is not None:
+        raise unknown
+    var = cat.variables[name]
+    try:
+        quantity = parse_quantity(value, var.spec.units)
+        unit = cat.units.parse(quantity.units)
+    except (UnitError, ValueError) as exc:
+        raise ValueProblem("invalid-value", f"`{name}`: {exc}") from None
+    if var.unit is not None and unit.dim != var.unit.dim:
+        raise ValueProblem("unit-mismatch", f"`{name}` is given in {quantity.units} "
+                           f"({cat.units.format_dim(unit.dim)}) but it is declared in {var.spec.units}", quantity)
+    return quantity
+
+
 def _check_presets(cat: Catalog) -> None:
     f = cat.findings
     for entry in cat.presets.values():
@@ -563,22 +631,13 @@ def _check_presets(cat: Catalog) -> None:
         assignments = raw.get("assignments") or {}
         for name, value in spec.assignments.items():
             line = assignments.line_of(name) if isinstance(assignments, LinedDict) else entry.loc.line
-            var = cat.variables.get(name)
-            if var is None:
-                hint = did_you_mean(name, cat.variables)
-                f.add(rel, line, "preset.unknown-variable", f"preset `{spec.name}` assigns unknown variable "
-                      f"`{name}`" + (f"; {hint}" if hint else ""))
-                continue
             try:
-                quantity = parse_quantity(value, var.spec.units)
-                unit = cat.units.parse(quantity.units)
-            except (UnitError, ValueError) as exc:
-                f.add(rel, line, "preset.invalid-value", f"preset `{spec.name}`, `{name}`: {exc}")
-                continue
-            if var.unit is not None and unit.dim != var.unit.dim:
-                f.add(rel, line, "preset.unit-mismatch",
-                      f"preset `{spec.name}` gives `{name}` in {quantity.units} "
-                      f"({cat.units.format_dim(unit.dim)}) but it is declared in {var.spec.units}")
+                quantity = checked_quantity(cat, name, value)
+            except ValueProblem as problem:
+                f.add(rel, line, f"preset.{problem.id}", f"preset `{spec.name}`: {problem.message}")
+                quantity = problem.quantity
+                if quantity is None:
+                    continue
             if quantity.reference is not None and quantity.reference not in cat.references:
                 f.add(rel, line, "ref.unknown", f"preset `{spec.name}`, `{name}` cites unknown reference "
                       f"`{quantity.reference}`")

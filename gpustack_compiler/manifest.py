@@ -10,7 +10,7 @@ import hashlib
 import json
 from pathlib import Path
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 class ManifestError(Exception):

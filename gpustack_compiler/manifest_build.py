@@ -7,6 +7,7 @@ import os
 
 import sympy
 
+from .bindings import binding_tables
 from .catalog import STOCHASTIC_PARAMETERS, Catalog, RelEntry
 from .expressions import ExprError
 from .graph import CatalogGraph, RelationEdges
@@ -207,6 +208,7 @@ def build_manifest(cat: Catalog, graph: CatalogGraph, catalog_hash: str, cache: 
         "references": references,
         "presets": presets,
         "variant_keys": sorted({r["variant"] for r in relations.values() if r["kind"] == "variant"}),
+        "bindings": binding_tables(cat),
     }
     from .stats import compute_stats  # stats reads the manifest it is part of
 

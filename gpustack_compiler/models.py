@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
 KEY_PATTERN = r"^[a-z][a-z0-9_]*$"
@@ -274,6 +274,216 @@ class PresetFile(Strict):
     presets: list[Preset]
 
 
+# ---- bindings: what the engine's analyses mean by catalog names (catalog/bindings/) ----------------
+
+FieldPath = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$", description=(
+    "A field of the run file (schemas/run.schema.json) as a dotted path: `model.layers`, `tokens`."))]
+Key = Annotated[str, Field(pattern=KEY_PATTERN)]
+BoundValue = Annotated[Union[float, str], Field(description=(
+    "A number in the variable's declared units, or a number with its unit: `4 B`, `0 m`."))]
+FieldValue = Annotated[Union[bool, int, float, str], Field(description="A value as the run file writes it.")]
+
+
+class FieldDefault(Strict):
+    """The value of an unset optional field, from other fields of the same run."""
+
+    field: FieldPath
+    divided_by: Annotated[FieldPath | None, Field(description="Integer division by this field's value.")] = None
+
+
+class VariableBinding(Strict):
+    """A run-file field that sets a catalog variable."""
+
+    field: FieldPath
+    variable: Name
+    read: Annotated[Literal["number", "boolean", "enumeration", "quantity"], Field(description=(
+        "number: in the declared units (or `units`); boolean: false 0, true 1 unless `values` maps them; "
+        "enumeration: a key of `values`; quantity: a number with its unit, as written."))] = "number"
+    units: Annotated[str | None, Field(description="Units of the field's numbers, when not the declared ones.")] = None
+    values: Annotated[dict[str, BoundValue] | None, Field(description=(
+        "Field value -> the variable's value (enumeration keys; `\"false\"` and `\"true\"` for booleans)."))] = None
+    default: FieldDefault | None = None
+    sweep: Annotated[Key | None, Field(description="Name of the field's axis on a sweep grid.")] = None
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _values_fit_the_reading(self) -> "VariableBinding":
+        if self.read == "enumeration" and not self.values:
+            raise ValueError("an enumeration needs `values`")
+        if self.read == "boolean" and self.values is not None and set(self.values) != {"false", "true"}:
+            raise ValueError('boolean `values` map exactly "false" and "true"')
+        if self.read in ("number", "quantity") and self.values is not None:
+            raise ValueError(f"`values` only apply to booleans and enumerations, not to a {self.read}")
+        if self.read == "quantity" and self.units is not None:
+            raise ValueError("a quantity carries its own unit; drop `units`")
+        return self
+
+
+class ModeBinding(Strict):
+    """A variant mode every run takes: from a field's value, from whether an optional section is given, or
+    always (then with the reason)."""
+
+    field: FieldPath | None = None
+    values: Annotated[dict[str, Key] | None, Field(description="Field value -> mode key.")] = None
+    present: Annotated[Key | None, Field(description="The mode when the section `field` is given.")] = None
+    absent: Annotated[Key | None, Field(description="The mode when it is not.")] = None
+    always: Annotated[Key | None, Field(description="A mode of every run (no field).")] = None
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "ModeBinding":
+        forms = [self.values is not None, self.present is not None or self.absent is not None,
+                 self.always is not None]
+        if sum(forms) != 1:
+            raise ValueError("give exactly one of `values`, `present`/`absent`, or `always`")
+        if (self.always is None) == (self.field is None):
+            raise ValueError("`field` goes with `values` or `present`/`absent`; `always` takes none")
+        if self.always is not None and not self.reason:
+            raise ValueError("a mode of every run needs its `reason`")
+        if forms[1] and (self.present is None or self.absent is None):
+            raise ValueError("give both `present` and `absent`")
+        return self
+
+
+class RunFieldsFile(Strict):
+    """catalog/bindings/run_fields.yaml: which run-file field sets which variable or mode."""
+
+    variables: list[VariableBinding]
+    modes: list[ModeBinding] = Field(default_factory=list)
+
+
+class Sourced(Strict):
+    reason: Annotated[str, Field(min_length=1)]
+    references: RefKeys = Field(default_factory=list)
+
+
+class ColumnBinding(Strict):
+    column: Annotated[str, Field(min_length=1)]
+    field: FieldPath
+
+
+class HardwareKey(Strict):
+    presets: Annotated[list[str], Field(min_length=1, description="Presets describing that machine, in order.")]
+    description: Annotated[str, Field(min_length=1)]
+    references: RefKeys = Field(default_factory=list)
+
+
+class PrecisionKey(Sourced):
+    preset: str
+
+
+class Measure(Strict):
+    """What a measured column is: one variable, or one per counting convention (named in the row)."""
+
+    column: Annotated[str, Field(min_length=1)]
+    variable: Name | None = None
+    by_convention: dict[Key, Name] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "Measure":
+        if (self.variable is None) == (self.by_convention is None):
+            raise ValueError("give exactly one of `variable` and `by_convention`")
+        return self
+
+
+class RowField(Sourced):
+    field: FieldPath
+    value: FieldValue
+
+
+class RowPreset(Sourced):
+    preset: str
+
+
+class RowAssignment(Sourced):
+    variable: Name
+    value: BoundValue
+
+
+class RowDefaults(Strict):
+    """What every measured row takes for granted, each with its reason."""
+
+    fields: list[RowField] = Field(default_factory=list)
+    presets: list[RowPreset] = Field(default_factory=list)
+    assignments: list[RowAssignment] = Field(default_factory=list)
+
+
+class MeasuredRunsFile(Strict):
+    """catalog/bindings/measured_runs.yaml: how a row of measured iterations (CSV) becomes a run."""
+
+    columns: Annotated[list[ColumnBinding], Field(min_length=1)]
+    hardware: dict[Key, HardwareKey]
+    precision: dict[Key, PrecisionKey]
+    measures: Annotated[list[Measure], Field(min_length=1, description=(
+        "What the measure columns are; the first a row fills in is its figure."))]
+    convention_column: Annotated[str | None, Field(description="The column naming a measure's convention.")] = None
+    defaults: RowDefaults = RowDefaults()
+
+
+class FigureBinding(Strict):
+    label: Annotated[str, Field(min_length=1)]
+    variable: Name
+
+
+class MemoryBinding(Strict):
+    per_gpu: Name
+    capacity: Name
+    parts: list[Name] = Field(default_factory=list)
+    buffers: Annotated[Name, Field(description="The part with no source; without it the fit is a headroom.")]
+
+
+class Objective(Strict):
+    variable: Name
+    best: Literal["max", "min"]
+
+
+class FiguresFile(Strict):
+    """catalog/bindings/figures.yaml: the estimate's figures, its memory fit, and the sweep's objectives."""
+
+    figures: Annotated[list[FigureBinding], Field(min_length=1)]
+    memory: MemoryBinding
+    objectives: Annotated[dict[Key, Objective], Field(min_length=1)]
+
+
+class FitParameter(Strict):
+    """One fitted value given to every root of its group (roots the data cannot tell apart)."""
+
+    key: Key
+    roots: Annotated[list[Name], Field(min_length=1)]
+    initial: float
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _initial_within_bounds(self) -> "FitParameter":
+        if not self.low <= self.initial <= self.high:
+            raise ValueError("needs low <= initial <= high")
+        return self
+
+
+class HeldValue(Sourced):
+    """A root the data cannot separate from a fitted parameter, held at a stated value in the fit."""
+
+    variable: Name
+    value: float
+    units: str = "1"
+
+
+class CalibrationFitFile(Strict):
+    """catalog/bindings/calibration_fit.yaml: what `gpustack calibrate` fits and what it holds fixed."""
+
+    parameters: Annotated[list[FitParameter], Field(min_length=1, description="In the order they are fitted.")]
+    held: list[HeldValue] = Field(default_factory=list)
+
+
+# File name under catalog/bindings/ -> its kind (the key of its table in the manifest's `bindings`).
+BINDING_FILES: dict[str, tuple[str, type[Strict]]] = {
+    "run_fields.yaml": ("run_fields", RunFieldsFile),
+    "measured_runs.yaml": ("measured_runs", MeasuredRunsFile),
+    "figures.yaml": ("figures", FiguresFile),
+    "calibration_fit.yaml": ("calibration_fit", CalibrationFitFile),
+}
+
 FILE_MODELS: dict[str, type[Strict]] = {
     "system": SystemFile,
     "systems": SystemsFile,
@@ -281,4 +491,5 @@ FILE_MODELS: dict[str, type[Strict]] = {
     "constants": ConstantsFile,
     "references": ReferencesFile,
     "presets": PresetFile,
+    **{kind: model for kind, model in BINDING_FILES.values()},
 }

@@ -14,6 +14,7 @@ SCHEMA_FILES: dict[str, type[m.Strict]] = {
     "constants.schema.json": m.ConstantsFile,
     "references.schema.json": m.ReferencesFile,
     "presets.schema.json": m.PresetFile,
+    **{f"{kind}.schema.json": model for kind, model in m.BINDING_FILES.values()},
 }
 
 

@@ -21,6 +21,7 @@ from gpustack_compiler.source import GraphSource, ManifestSource
 from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitSystem
 
+from .engine.facts import Facts
 from .engine.resolver import Resolution, Resolver
 from .engine.run import RunSpec, load_run
 from .engine.scenario import Scenario, ScenarioBuilder
@@ -43,12 +44,14 @@ def default_catalog() -> Path:
 
 
 class Engine:
-    """A graph source (the compiled manifest, or Neo4j) with its tables, a scenario builder and a resolver."""
+    """A graph source (the compiled manifest, or Neo4j) with its tables, the catalog's bindings read from them,
+    a scenario builder and a resolver."""
 
     def __init__(self, source: GraphSource, tables: dict | None = None):
         self.source = source
         self.tables = tables if tables is not None else source.tables()
         self.units = UnitSystem.from_manifest(self.tables["units"])
+        self.facts = Facts(self.tables)
         self.scenarios = ScenarioBuilder(source, self.tables, self.units)
         self.resolver = Resolver(source, self.units)
 
@@ -102,10 +105,8 @@ class Engine:
         return load_run(Path(path) if path is not None else None, overrides)
 
     def run_scenario(self, run: RunSpec) -> Scenario:
-        """The scenario a run file describes."""
-        from .analyses.estimate import build_scenario
-
-        return build_scenario(self.scenarios, run)
+        """The scenario a run file describes, through the catalog's run-field bindings."""
+        return self.facts.run_fields.scenario(self.scenarios, run)
 
     # ---- analyses --------------------------------------------------------------------------
     def resolve(self, target: str, scenario: Scenario | None = None, *, fallback_on_invalid: bool = False,
@@ -132,20 +133,22 @@ class Engine:
         """A run's time, throughput, utilization, memory, energy and cost, each with a p5/p50/p95 interval."""
         from .analyses.estimate import estimate
 
-        return estimate(self.resolver, self.scenarios, run, samples, seed, list(sample))
+        return estimate(self.resolver, self.scenarios, self.facts, run, samples, seed, list(sample))
 
     def sweep(self, run: RunSpec, grid: Mapping[str, Sequence], objective: str = "tokens_per_sec",
               top: int = 10) -> SweepResult:
-        """Every layout on the grid, invalid ones counted by reason, valid ones ranked by `objective`."""
+        """Every layout on the grid (axis -> values, as text or as a run file writes them), invalid ones
+        counted by reason, valid ones ranked by `objective` (axes and objectives: catalog/bindings/)."""
         from .analyses.sweep import sweep
 
-        return sweep(self.resolver, self.scenarios, run, {k: list(v) for k, v in grid.items()}, objective, top)
+        return sweep(self.resolver, self.scenarios, self.facts, run, {k: list(v) for k, v in grid.items()},
+                     objective, top)
 
     def calibrate(self, data_dir: str | Path) -> Calibration:
         """Fit the calibration parameters to a calibration data folder (nothing is written)."""
         from .analyses.calibrate import calibrate
 
-        return calibrate(self.resolver, self.scenarios, Path(data_dir))
+        return calibrate(self.resolver, self.scenarios, self.facts, Path(data_dir))
 
     def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str = "daly", seed: int = 0,
                  replications: int = 1, days: float | None = None, interval_s: float | None = None,
@@ -177,4 +180,4 @@ class Engine:
         """Predict measured runs with the calibrated model and score the predictions."""
         from .analyses.validate import validate
 
-        return validate(self.resolver, self.scenarios, Path(runs_csv), samples, seed)
+        return validate(self.resolver, self.scenarios, self.facts, Path(runs_csv), samples, seed)

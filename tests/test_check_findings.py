@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from helpers import SYSTEM_MODELINE, check, mini_catalog
+from helpers import CATALOG, SYSTEM_MODELINE, check, mini_catalog
 
 VAR = """  - name: {name}
     units: {units}
@@ -23,6 +25,18 @@ def rel(name: str, defines: str, expression: str, kind: str = "identity", extra:
 
 def econ(body: str) -> tuple[str, str]:
     return "economics/bad.yaml", SYSTEM_MODELINE + body
+
+
+def binding(kind: str, body: str) -> tuple[str, str]:
+    return f"bindings/{kind}.yaml", f"# yaml-language-server: $schema=../../schemas/{kind}.schema.json\n" + body
+
+
+FIGURES = ("figures:\n  - {{label: step time, variable: {figure}}}\n"
+           "memory: {{per_gpu: training.t_step, capacity: training.t_step, buffers: training.t_comm}}\n"
+           "objectives:\n  step_time: {{variable: training.t_step, best: min}}\n")
+MEASURED = ("columns:\n  - {column: model, field: name}\nhardware:\n"
+            "  gpu_x: {presets: [no_such_preset], description: d}\nprecision: {}\n"
+            "measures:\n  - {column: seconds, variable: training.t_step}\n")
 
 
 # (finding id, file to write, its text, expected line of the finding)
@@ -98,6 +112,20 @@ CASES = [
      "# yaml-language-server: $schema=../../schemas/presets.schema.json\npresets:\n  - name: p\n"
      "    description: d\n    provenance: synthetic_fixture\n    source: test\n    assignments:\n"
      "      training.t_compute: fast\n", 8),
+    ("catalog.unknown-file", *binding("extras", "figures: []\n"), 1),
+    ("binding.unknown-variable", *binding("figures", FIGURES.format(figure="training.t_stepx")), 3),
+    ("binding.unit-mismatch", *binding("run_fields", "variables:\n"
+                                       "  - {field: layers, variable: training.t_compute, units: W}\n"), 3),
+    ("binding.invalid-value", *binding("run_fields", "variables:\n  - field: speed\n"
+                                       "    variable: training.t_compute\n    read: enumeration\n"
+                                       "    values: {fast: quick}\n"), 6),
+    ("binding.unknown-variant", *binding("run_fields", "variables: []\nmodes:\n  - {always: turbo, reason: r}\n"), 4),
+    ("binding.unknown-preset", *binding("measured_runs", MEASURED), 5),
+    ("binding.duplicate", *binding("calibration_fit", "parameters:\n"
+                                   "  - {key: eff, roots: [training.t_compute], initial: 1, low: 0, high: 2}\n"
+                                   "held:\n  - {variable: training.t_compute, value: 1, units: s, reason: r}\n"), 5),
+    ("schema.invalid", *binding("run_fields", "variables:\n  - {field: layers, variable: training.t_compute, "
+                                "read: enumeration}\n"), 3),
     ("preset.unknown-variant", "presets/p.yaml",
      "# yaml-language-server: $schema=../../schemas/presets.schema.json\npresets:\n  - name: p\n"
      "    description: d\n    provenance: synthetic_fixture\n    source: test\n    variants:\n"
@@ -181,3 +209,26 @@ def test_unknown_headline_target(tmp_path: Path) -> None:
     hits = [f for f in check(root).items if f.id == "catalog.unknown-headline"]
     assert [(f.file, f.line) for f in hits] == [("catalog/systems.yaml", 2)]
     assert "econ.nothing" in hits[0].message
+
+
+def test_a_renamed_variable_is_found_in_the_bindings(tmp_path: Path) -> None:
+    # Renamed everywhere but in catalog/bindings/: the binding that still says the old name is the finding.
+    root = tmp_path / "catalog"
+    shutil.copytree(CATALOG, root)
+    for path in root.rglob("*.yaml"):
+        if path.parent.name != "bindings":
+            path.write_text(re.sub(r"\barch\.n_layers\b", "arch.n_layer", path.read_text()))
+    findings = check(root)
+    line = next(i for i, text in enumerate((root / "bindings" / "run_fields.yaml").read_text().splitlines(), 1)
+                if "variable: arch.n_layers" in text)
+    assert [(f.id, f.file, f.line) for f in findings.errors] == [
+        ("binding.unknown-variable", "catalog/bindings/run_fields.yaml", line)]
+    assert "did you mean arch.n_layer," in findings.errors[0].message  # the suggestion names the new name
+
+
+def test_the_bindings_are_clean_and_complete(tmp_path: Path) -> None:
+    root = mini_catalog(tmp_path)
+    (root / "bindings").mkdir()
+    path, text = binding("figures", FIGURES.format(figure="training.t_step"))
+    (root / path).write_text(text)
+    assert check(root).items == []

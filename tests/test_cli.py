@@ -47,7 +47,7 @@ def test_compile_writes_deterministic_manifest(build: Path, tmp_path: Path) -> N
     second = run("--catalog", str(CATALOG), "--build-dir", str(other), "compile", "--json")
     assert (other / "manifest.json").read_text() == text  # cold build, byte-identical
     manifest = json.loads(text)
-    assert manifest["schema_version"] == "1.1"
+    assert manifest["schema_version"] == "1.2"
     assert manifest["catalog_hash"] == info["catalog_hash"] == json.loads(second.stdout)["catalog_hash"]
     rel = manifest["relations"]["econ.cost.per_token.ratio"]
     assert rel["inputs"] == ["econ.run.total_cost", "training.total_tokens"] and rel["latex"]

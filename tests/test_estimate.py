@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 import pytest
 
+from gpustack_compiler.errors import CatalogError, InputError
+from gpustack_compiler.models import Quantity
+from gpustack_sim import Engine
 from helpers import CATALOG, REPO
 from test_cli import run
 
@@ -205,3 +209,78 @@ def test_estimate_from_flags_alone(build: Path) -> None:
     assert figure(json.loads(res.stdout), "training.t_step")["value"] > 0
     bad = gp(build, "estimate", "--set", "name=x")
     assert bad.returncode == 2 and bad.stderr.strip() == "Error: --set: model: Field required"
+
+
+# ---- the catalog's bindings drive the analyses -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def engine(build: Path) -> Engine:
+    return Engine.open(CATALOG, build)
+
+
+def with_bindings(engine: Engine, kind: str, change) -> Engine:
+    """The same graph with one bindings table changed (a deep copy, so the module's engine is untouched)."""
+    tables = copy.deepcopy(engine.tables)
+    change(tables["bindings"][kind])
+    return Engine(engine.source, tables)
+
+
+def test_run_fields_bind_through_the_table(engine: Engine) -> None:
+    run = engine.load_run(RUN)
+    assignments, modes = engine.facts.run_fields.bind(run)
+    assert modes == ["dense", "gqa", "adamw"]
+    assert assignments["arch.n_kv_heads"] == 8 and assignments["arch.head_dim"] == 8192 // 64  # default hidden/heads
+    assert assignments["arch.seq_len"] == Quantity(value=8192, units="token")  # structured, never "8192 token"
+    assert assignments["par.recompute.mode"] == 1 and assignments["par.sp"] == 1
+    assert assignments["arch.logits.bytes_per_value"] == "4 B" and "arch.moe.top_k" not in assignments
+    moe = engine.load_run(RUN, ["model.moe={experts: 64, top_k: 2}", "optimizer=lion"])
+    assignments, modes = engine.facts.run_fields.bind(moe)
+    assert modes == ["moe", "gqa", "lion"]
+    assert assignments["arch.moe.expert_ffn_hidden"] == 28672  # defaults to the dense FFN width
+    scenario = engine.run_scenario(moe)
+    assert scenario.modes[-3:] == ["moe", "gqa", "lion"] and scenario.assignments["arch.moe.top_k"].value == 2
+
+
+def test_estimate_reports_the_figures_of_the_table(engine: Engine) -> None:
+    def two_figures(table: dict) -> None:
+        table["figures"] = [{"label": "tokens/s", "variable": "training.tokens_per_sec", "line": 1},
+                            {"label": "step", "variable": "training.t_step", "line": 2}]
+
+    est = with_bindings(engine, "figures", two_figures).estimate(engine.load_run(RUN), samples=20)
+    assert [(f.label, f.target) for f in est.figures] == [("tokens/s", "training.tokens_per_sec"),
+                                                          ("step", "training.t_step")]
+    assert est.memory["status"].startswith("fits")  # the memory fit reads its own table entry
+
+
+def test_a_binding_to_no_run_file_field_names_its_line(engine: Engine) -> None:
+    def misspelt(table: dict) -> None:
+        table["variables"][0]["field"] = "model.layerz"
+
+    broken = with_bindings(engine, "run_fields", misspelt)
+    line = engine.tables["bindings"]["run_fields"]["variables"][0]["line"]
+    with pytest.raises(CatalogError, match=f"catalog/bindings/run_fields.yaml:{line}: `model.layerz` is not a field"):
+        broken.run_scenario(broken.load_run(RUN))
+
+
+def test_a_catalog_without_bindings_says_so(engine: Engine) -> None:
+    tables = {k: v for k, v in engine.tables.items() if k != "bindings"}
+    with pytest.raises(CatalogError, match="no run_fields bindings"):
+        Engine(engine.source, tables).run_scenario(engine.load_run(RUN))
+
+
+@pytest.mark.parametrize("grid,message", [
+    ({"recompute": ["none", "sometimes"]}, "--grid recompute: 'sometimes' is not one of full, none, selective"),
+    ({"sequence_parallel": ["maybe"]}, "--grid sequence_parallel: expected true or false"),
+    ({"vocab": ["1"]}, "--grid vocab: not a sweep axis (axes: tp, pp, dp, cp, micro_batch"),
+])
+def test_sweep_reads_grid_values_by_their_binding(engine: Engine, grid: dict, message: str) -> None:
+    with pytest.raises(InputError) as exc:
+        engine.sweep(engine.load_run(RUN), grid)
+    assert exc.value.message.startswith(message), exc.value.message
+
+
+def test_sweep_axes_take_typed_values(engine: Engine) -> None:
+    out = engine.sweep(engine.load_run(RUN), {"recompute": ["full", "selective"], "sequence_parallel": [True]},
+                       top=2)
+    assert out.evaluated == 2 and {r["recompute"] for r in out.top} <= {"full", "selective"}
+    assert all(r["sequence_parallel"] == 1 and r["dp"] == 32 for r in out.top)

@@ -53,10 +53,12 @@ def test_same_estimate_of_the_readme_run(resolvers) -> None:
     from pathlib import Path
 
     from gpustack_sim.analyses.estimate import estimate
+    from gpustack_sim.engine.facts import Facts
     from gpustack_sim.engine.run import load_run
 
     neo, mem, scenarios = resolvers
+    facts = Facts(mem.source.tables())
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
-    a, b = estimate(neo, scenarios, run, 500, 1), estimate(mem, scenarios, run, 500, 1)
+    a, b = estimate(neo, scenarios, facts, run, 500, 1), estimate(mem, scenarios, facts, run, 500, 1)
     assert a.to_dict() == b.to_dict()
     assert any(f["leaves_out"] for f in a.to_dict()["figures"])

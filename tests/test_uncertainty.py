@@ -68,15 +68,15 @@ def test_same_seed_same_bytes(tmp_path: Path) -> None:
 
 def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real: Engine) -> None:
     # A run's scenario selects definitions by mode (dense, gqa, ...): sampling must keep them.
-    from gpustack_sim.analyses.estimate import build_scenario, estimate, fitted_distributions
+    from gpustack_sim.analyses.estimate import fitted_distributions
     from gpustack_sim.engine.run import load_run
 
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
-    scenario = build_scenario(real.scenarios, run)
+    scenario = real.run_scenario(run)
     dists = fitted_distributions(scenario)
     assert dists and scenario.modes
     summary = MonteCarlo(real.resolver).run("econ.cost.per_token", scenario, dists, 3000, seed=3)
-    est = estimate(real.resolver, real.scenarios, run, 3000, 3)
+    est = real.estimate(run, 3000, 3)
     band = next(f for f in est.figures if f.target == "econ.cost.per_token").interval
     assert band is not None and summary.nonfinite == 0
     for p in (5, 50, 95):  # the same draws of the same inputs through the same expression
@@ -85,12 +85,12 @@ def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real: Engine) -> N
 
 def test_staged_compilation_matches_one_expression(real: Engine) -> None:
     # Cutting large symbolic values into stages changes how the function is built, not what it computes.
-    from gpustack_sim.analyses.estimate import build_scenario, fitted_distributions
+    from gpustack_sim.analyses.estimate import fitted_distributions
     from gpustack_sim.engine.run import load_run
     from gpustack_sim.analyses.uncertainty import vectorize, vectorize_resolution
 
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
-    scenario = build_scenario(real.scenarios, run)
+    scenario = real.run_scenario(run)
     names = [d.name for d in fitted_distributions(scenario)]
     held = scenario.holding(names)
     symbols = [real.resolver.symbol(n) for n in names]

@@ -16,79 +16,20 @@ from pathlib import Path
 
 import numpy as np
 import sympy
+from pydantic import ValidationError
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.models import Quantity
 
+from ..engine.bindings import RunFields
+from ..engine.facts import Facts, Held, MeasuredRuns, Parameter
 from ..engine.resolver import ResolveError, Resolver
-from ..engine.run import RunSpec
+from ..engine.run import RunSpec, set_field
 from ..engine.scenario import ScenarioBuilder
-from .estimate import build_scenario
 from .uncertainty import vectorize
 
-# Hardware keys of the calibration data -> presets that describe that machine.
-HARDWARE_PRESETS = {
-    "nvidia_a100_sxm4_80gb": ["gpu_a100_sxm", "dgx_a100_node", "infiniband_hdr_fat_tree"],
-    "nvidia_h100_sxm5_80gb": ["gpu_h100_sxm", "dgx_h100_node", "infiniband_ndr_fat_tree"],
-}
-PRECISION_PRESETS = {"fp16": "precision_bf16_mixed", "bf16": "precision_bf16_mixed"}
-COLUMNS = ["model", "hardware", "precision", "hidden", "ffn_hidden", "heads", "layers", "seq_len", "vocab",
-           "gpus", "tp", "pp", "dp", "global_batch", "micro_batch", "pipeline_interleaving", "recompute",
-           "sequence_parallel"]
-MEASURES = {"seconds_per_iteration": "training.t_step"}
-FLOPS_CONVENTIONS = {"model": "training.achieved_flops_model",
-                     "megatron_recompute": "training.achieved_flops_megatron"}
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One fitted value assigned to every root of its group (roots the data cannot tell apart)."""
-
-    key: str
-    roots: tuple[str, ...]
-    initial: float
-    low: float
-    high: float
-
-
-@dataclass(frozen=True)
-class Fixed:
-    """A root needing calibration that the data cannot separate from a fitted parameter: held at a
-    stated value during the fit, and written into the calibration preset with the reason."""
-
-    root: str
-    value: float
-    units: str
-    reason: str
-
-
-# Fitted: what the iteration times identify. Everything else in the prediction comes from presets.
-PARAMETERS = (
-    Parameter("gemm_efficiency", ("kernel.gemm.efficiency_large", "kernel.attn.efficiency_large"), 0.7, 0.05, 1.0),
-    Parameter("memory_efficiency", ("kernel.mem.efficiency",), 0.7, 0.05, 1.0),
-    Parameter("link_efficiency", ("link.intra.efficiency", "link.inter.efficiency"), 0.7, 0.05, 1.0),
-)
-FIXED = (
-    Fixed("kernel.elementwise.fusion_factor", 1.0, "1",
-          "confounded with memory efficiency (time = fusion x bytes / (efficiency x bandwidth)); held at 1, so "
-          "the fitted memory efficiency absorbs fusion"),
-    Fixed("col.overlap.layer_fraction", 0.0, "1",
-          "Megatron-LM's tensor-parallel all-reduces sit on the critical path (Korthikanti et al. 2022, "
-          "Sec. 4.2.2); held at no overlap"),
-    Fixed("col.overlap.dp_fraction", 0.0, "1",
-          "every row of the data has dp = 1, so gradient all-reduce overlap is not identifiable; held at no overlap "
-          "(the conservative end)"),
-    Fixed("col.overlap.pp_fraction", 0.0, "1",
-          "pipeline sends are not overlapped in the schedules of the data; held at no overlap"),
-    Fixed("training.t_host_overhead", 0.0, "s",
-          "host-side time per step is confounded with the fitted efficiencies in eight rows; held at zero, so "
-          "they absorb it"),
-    Fixed("link.intra.sw_latency", 0.0, "s",
-          "messages in the data are tens of MB, where the bandwidth term dominates; latency is not identifiable "
-          "and the fitted link efficiency absorbs it"),
-    Fixed("link.intra.switch_latency", 0.0, "s", "as link.intra.sw_latency"),
-    Fixed("link.inter.sw_latency", 0.0, "s", "as link.intra.sw_latency"),
-    Fixed("link.inter.switch_latency", 0.0, "s", "as link.intra.sw_latency"),
-)
+# The columns whose keys stand for presets (catalog/bindings/measured_runs.yaml).
+HARDWARE, PRECISION = "hardware", "precision"
 
 
 @dataclass
@@ -101,15 +42,7 @@ class Row:
     measured: float  # in the target's declared units
 
 
-def _bool(text: str, where: str) -> bool:
-    if text.strip().lower() in ("true", "1", "yes"):
-        return True
-    if text.strip().lower() in ("false", "0", "no"):
-        return False
-    raise InputError(f"{where}: expected true or false, got {text!r}")
-
-
-def read_rows(path: Path, extra_presets: list[str]) -> list[Row]:
+def read_rows(path: Path, runs: MeasuredRuns, extra_presets: list[str]) -> list[Row]:
     """Rows of a CSV with the calibration columns plus a measured figure; errors name the row."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -120,7 +53,7 @@ def read_rows(path: Path, extra_presets: list[str]) -> list[Row]:
         raise InputError(f"{path}: no header and no rows")
     reader = csv.DictReader([line for _, line in body])
     header = reader.fieldnames or []
-    absent = [c for c in COLUMNS if c not in header]
+    absent = [c for c in [*runs.columns, HARDWARE, PRECISION] if c not in header]
     if absent:
         raise InputError(f"{path}:{body[0][0]}: missing column(s) {', '.join(absent)}")
     rows = []
@@ -128,7 +61,7 @@ def read_rows(path: Path, extra_presets: list[str]) -> list[Row]:
         line = body[i + 1][0]
         where = f"{path}:{line} (row {i + 1})"
         try:
-            rows.append(_row(i + 1, line, record, where, extra_presets))
+            rows.append(_row(i + 1, line, record, where, runs, extra_presets))
         except (ValueError, KeyError) as exc:
             raise InputError(f"{where}: {exc}") from None
     if not rows:
@@ -136,64 +69,63 @@ def read_rows(path: Path, extra_presets: list[str]) -> list[Row]:
     return rows
 
 
-def _row(index: int, line: int, r: dict, where: str, extra_presets: list[str]) -> Row:
-    hardware = r["hardware"]
-    if hardware not in HARDWARE_PRESETS:
-        raise InputError(f"{where}: unknown hardware key {hardware!r} (known: {', '.join(sorted(HARDWARE_PRESETS))})")
-    precision = PRECISION_PRESETS.get(r["precision"])
+def _row(index: int, line: int, r: dict, where: str, runs: MeasuredRuns, extra_presets: list[str]) -> Row:
+    hardware = r[HARDWARE]
+    if hardware not in runs.hardware:
+        raise InputError(f"{where}: unknown hardware key {hardware!r} (known: {', '.join(sorted(runs.hardware))})")
+    precision = runs.precision.get(r[PRECISION])
     if precision is None:
-        raise InputError(f"{where}: unknown precision {r['precision']!r} (known: {', '.join(PRECISION_PRESETS)})")
-    recompute = r["recompute"]
-    if recompute not in ("none", "selective", "full"):
-        raise InputError(f"{where}: recompute must be none, selective or full, not {recompute!r}")
-    num = {k: int(r[k]) for k in ("hidden", "ffn_hidden", "heads", "layers", "seq_len", "vocab", "gpus", "tp",
-                                  "pp", "dp", "global_batch", "micro_batch", "pipeline_interleaving")}
-    if r.get("seconds_per_iteration", "").strip():
-        target, measured = "training.t_step", float(r["seconds_per_iteration"])
-    elif r.get("tflops_per_gpu", "").strip():
-        convention = r.get("flops_convention", "").strip()
-        if convention not in FLOPS_CONVENTIONS:
-            raise InputError(f"{where}: tflops_per_gpu needs flops_convention model or megatron_recompute")
-        target, measured = FLOPS_CONVENTIONS[convention], float(r["tflops_per_gpu"])
-    else:
-        raise InputError(f"{where}: needs seconds_per_iteration, or tflops_per_gpu with flops_convention")
+        raise InputError(f"{where}: unknown precision {r[PRECISION]!r} (known: {', '.join(sorted(runs.precision))})")
+    target, measured = _measured(r, where, runs)
+    data: dict = {}
+    for column, path in runs.columns.items():
+        set_field(data, path, r[column].strip())
+    for path, value in runs.fields.items():
+        set_field(data, path, value)
+    # A row is one measured iteration: its token budget is one global batch.
+    data["tokens"] = f"{int(data['layout']['global_batch']) * int(data['model']['seq_len'])} token"
+    data.update({"precision": precision, "hardware": runs.hardware[hardware],
+                 "presets": [*runs.presets, *extra_presets], "assign": dict(runs.assign)})
+    try:
+        run = RunSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        path = ".".join(str(p) for p in err["loc"])
+        column = next((c for c, f in runs.columns.items() if f == path), None)
+        field = f"{path} (column {column}): " if column else (f"{path}: " if path else "")
+        raise InputError(f"{where}: {field}{err['msg']}") from None
+    return Row(index, line, f"{run.name} {run.layout.recompute}", run, target, measured)
+
+
+def _measured(r: dict, where: str, runs: MeasuredRuns) -> tuple[str, float]:
+    """The variable a row measures and its measured value: the first measure column the row fills in."""
+    column = next((c for c in runs.measures if (r.get(c) or "").strip()), None)
+    if column is None:
+        raise InputError(f"{where}: needs a measured figure in one of the columns {', '.join(runs.measures)}")
+    measure = runs.measures[column]
+    target = measure.get("variable")
+    if target is None:
+        conventions = measure["by_convention"]
+        target = conventions.get((r.get(runs.convention_column) or "").strip())
+        if target is None:
+            raise InputError(f"{where}: {column} needs {runs.convention_column} {' or '.join(sorted(conventions))}")
+    measured = float(r[column])
     if measured <= 0 or not np.isfinite(measured):
         raise InputError(f"{where}: the measured figure must be a positive number")
-    try:
-        run = RunSpec.model_validate({
-            "name": r["model"],
-            # GPT-style models of the Megatron-LM papers: learned positions, dropout 0.1, no fused attention.
-            "model": {"layers": num["layers"], "hidden": num["hidden"], "ffn_hidden": num["ffn_hidden"],
-                      "heads": num["heads"], "vocab": num["vocab"], "seq_len": num["seq_len"],
-                      "learned_positions": True, "dropout": True},
-            "kernels": {"flash_attention": False, "fp32_logits": True},
-            "layout": {"tp": num["tp"], "pp": num["pp"], "dp": num["dp"], "micro_batch": num["micro_batch"],
-                       "global_batch": num["global_batch"], "interleave": num["pipeline_interleaving"],
-                       "recompute": recompute, "sequence_parallel": _bool(r["sequence_parallel"], where)},
-            "gpus": num["gpus"], "tokens": f"{num['global_batch'] * num['seq_len']} token",
-            "precision": precision, "hardware": HARDWARE_PRESETS[hardware],
-            "presets": ["estimate_defaults", "megatron_lm_software", *extra_presets],
-            # The calibration runs had the fabric to themselves; time of flight (ns) is neglected against
-            # messages of tens of MB, and the link latencies are held at zero anyway (FIXED below).
-            "assign": {"link.queue.background_load": 0, "link.inter.cable_length": "0 m"},
-        })
-    except ValueError as exc:
-        raise InputError(f"{where}: {str(exc).splitlines()[-1].strip()}") from None
-    label = f"{r['model']} {recompute}"
-    return Row(index, line, label, run, target, measured)
+    return target, measured
 
 
 class RowModels:
     """Each row's figure as a compiled function of the fitted parameters (in base units)."""
 
-    def __init__(self, resolver: Resolver, scenarios: ScenarioBuilder, rows: list[Row], params=PARAMETERS,
-                 fixed=FIXED):
+    def __init__(self, resolver: Resolver, scenarios: ScenarioBuilder, fields: RunFields, rows: list[Row],
+                 params: tuple[Parameter, ...], held: tuple[Held, ...]):
         self.resolver, self.rows, self.params = resolver, rows, params
-        held_at = scenarios.build(assign={f.root: f"{f.value} {f.units}" for f in fixed})
+        held_at = scenarios.build(assign={h.root: Quantity(value=h.value, units=h.units) for h in held})
         self.symbols = [sympy.Symbol(p.key, positive=True) for p in params]
         self.functions = []
         for row in rows:
-            scenario = build_scenario(scenarios, row.run)
+            scenario = fields.scenario(scenarios, row.run)
             scenario.assignments.update(held_at.assignments)
             roots = [r for p in params for r in p.roots]
             held = scenario.holding(roots)
@@ -301,7 +233,8 @@ def data_hash(paths: list[Path]) -> str:
     return h.hexdigest()
 
 
-def calibration_yaml(result, stats: dict, digest: str, n_rows: int, files: list[str], params, fixed) -> str:
+def calibration_yaml(result, stats: dict, digest: str, n_rows: int, files: list[str], params: tuple[Parameter, ...],
+                     held: tuple[Held, ...]) -> str:
     """The calibration preset, written by hand so the file is stable byte for byte."""
     lines = ["# yaml-language-server: $schema=../../schemas/presets.schema.json",
              "# Written by `gpustack calibrate`; do not edit by hand. Fitted only to the calibration data folder.",
@@ -329,9 +262,9 @@ def calibration_yaml(result, stats: dict, digest: str, n_rows: int, files: list[
             note = f"fitted, group {p.key}" + ("" if sd is not None else "; stopped at its bound, not identified")
             lines.append(f"      {root}: {{value: {result.values[p.key]:.6g}{spread}, "
                          f"reference: korthikanti2022_recompute, note: \"{note}\"}}")
-    for f in fixed:
-        lines.append(f"      {f.root}: {{value: {f.value:g}, units: \"{f.units}\", reference: korthikanti2022_recompute, "
-                     f"note: \"held fixed in the fit: {f.reason}\"}}")
+    for h in held:
+        lines.append(f"      {h.root}: {{value: {h.value:g}, units: \"{h.units}\", "
+                     f"reference: korthikanti2022_recompute, note: \"held fixed in the fit: {h.reason}\"}}")
     return "\n".join(lines) + "\n"
 
 
@@ -355,17 +288,17 @@ class Calibration:
 DATA_FILES = ("training_iterations.csv", "hardware.yaml")
 
 
-def calibrate(resolver: Resolver, scenarios: ScenarioBuilder, data_dir: Path) -> Calibration:
+def calibrate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, data_dir: Path) -> Calibration:
     paths = [Path(data_dir) / name for name in DATA_FILES]
     for p in paths:
         if not p.is_file():
             raise InputError(f"calibration data {p} not found", "pass the calibration data folder")
-    rows = read_rows(paths[0], [])
-    result = fit(RowModels(resolver, scenarios, rows))
+    rows = read_rows(paths[0], facts.measured_runs, [])
+    result = fit(RowModels(resolver, scenarios, facts.run_fields, rows, facts.parameters, facts.held))
     measured = [r.measured for r in rows]
     stats = errors(result.predicted, measured)
     digest = data_hash(paths)
-    text = calibration_yaml(result, stats, digest, len(rows), [p.name for p in paths], PARAMETERS, FIXED)
+    text = calibration_yaml(result, stats, digest, len(rows), [p.name for p in paths], facts.parameters, facts.held)
     table = [{"row": r.index, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m}
              for r, m, p in zip(rows, measured, result.predicted)]
     parameters = {k: {"value": v, "sd": result.sds[k]} for k, v in result.values.items()}

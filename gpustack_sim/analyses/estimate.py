@@ -13,32 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpustack_compiler.errors import CatalogError
+
+from ..engine.facts import Facts, Memory
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.run import RunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
 from .uncertainty import STAGE_LIMIT, Distribution, parse_spec, percentiles, vectorize_resolution
-
-FIGURES: list[tuple[str, str]] = [
-    ("step time", "training.t_step"),
-    ("throughput", "training.tokens_per_sec"),
-    ("achieved FLOP/s per GPU (model FLOPs)", "training.achieved_flops_model"),
-    ("achieved FLOP/s per GPU (with recomputation)", "training.achieved_flops_hardware"),
-    ("MFU", "training.mfu"),
-    ("HFU", "training.hfu"),
-    ("memory per GPU", "par.memory.per_gpu"),
-    ("HBM capacity", "mem.hbm.capacity"),
-    ("availability", "training.cluster_availability"),
-    ("wallclock", "training.wallclock"),
-    ("IT energy", "econ.run.it_energy"),
-    ("site energy", "econ.run.energy"),
-    ("hardware cost", "econ.run.capex_cost"),
-    ("power cost", "econ.run.power_cost"),
-    ("other cost", "econ.run.opex_misc_cost"),
-    ("total cost", "econ.run.total_cost"),
-    ("cost per token", "econ.cost.per_token"),
-]
-MEMORY_PARTS = ["par.memory.model_states", "par.memory.activations", "par.memory.buffers"]
-
 
 @dataclass
 class Figure:
@@ -72,6 +53,7 @@ class Estimate:
     samples: int
     seed: int
     resolutions: dict[str, Resolution]
+    memory_target: str  # the figure the memory fit speaks about
 
     def to_dict(self) -> dict:
         return {"run": self.run, "presets": self.presets, "modes": self.modes,
@@ -86,22 +68,18 @@ def fitted_distributions(scenario: Scenario) -> list[Distribution]:
                    if a.sd and a.value > 0), key=lambda d: d.name)
 
 
-def build_scenario(scenarios: ScenarioBuilder, run: RunSpec) -> Scenario:
-    return scenarios.build(run.presets_in_order(), run.assignments(), run.variants, run.all_modes())
-
-
-def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, samples: int, seed: int,
+def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: RunSpec, samples: int, seed: int,
              extra: list[str] = ()) -> Estimate:
-    scenario = build_scenario(scenarios, run)
-    available = [(label, t) for label, t in FIGURES if resolver.source.variable(t) is not None]
-    targets = [t for _, t in available] + [p for p in MEMORY_PARTS if resolver.source.variable(p) is not None]
+    scenario = facts.run_fields.scenario(scenarios, run)
+    mem = facts.memory
+    targets = list(dict.fromkeys([*(t for _, t in facts.figures), *mem.parts, mem.per_gpu, mem.capacity]))
+    declared = {t: _declared(resolver, t) for t in targets}
     point = resolver.resolve_many(targets, scenario)
     dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
     bands = intervals(resolver, scenario, targets, dists, samples, seed) if dists and samples else {}
     figures, known = [], {}
-    for label, target in available:
-        meta = resolver.source.variable(target)
-        fig = Figure(label, target, meta["units"])
+    for label, target in facts.figures:
+        fig = Figure(label, target, declared[target]["units"])
         res = point[target]
         if isinstance(res, ResolveError):
             fig.error = res.message + (f" ({res.hint})" if res.hint else "")
@@ -111,11 +89,21 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
             fig.interval = bands.get(target)
             fig.leaves_out = _boundaries(resolver, res, known)
         figures.append(fig)
-    memory = _memory(point, resolver)
+    memory = _memory(point, resolver, mem)
     uncertain = {d.name: d.describe(resolver.source.variable(d.name)["scale"]) for d in dists}
     return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,
                     samples if dists and samples else 0, seed,
-                    {t: r for t, r in point.items() if isinstance(r, Resolution)})
+                    {t: r for t, r in point.items() if isinstance(r, Resolution)}, mem.per_gpu)
+
+
+def _declared(resolver: Resolver, name: str) -> dict:
+    """A figure's variable in the graph; the bindings were checked against the catalog, so a missing one
+    means the graph is older or newer than the catalog."""
+    meta = resolver.source.variable(name)
+    if meta is None:
+        raise CatalogError(f"`{name}` (catalog/bindings/figures.yaml) is not a variable of the graph",
+                           "recompile the catalog, and reload Neo4j if it is the source")
+    return meta
 
 
 def _boundaries(resolver: Resolver, res: Resolution, known: dict[str, str | None]) -> dict[str, str]:
@@ -157,27 +145,23 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
     return out
 
 
-BUFFERS = "par.memory.buffers"
-
-
-def _memory(point: dict, resolver: Resolver) -> dict:
-    """Memory per GPU against HBM capacity. Runtime buffers (context, allocator slack, communication
-    buckets) have no source and stay a missing root: then the fit is reported as the headroom left for
-    them, not decided by an invented number."""
-    used, cap = point.get("par.memory.per_gpu"), point.get("mem.hbm.capacity")
+def _memory(point: dict, resolver: Resolver, mem: Memory) -> dict:
+    """Memory per GPU against capacity. Runtime buffers have no source and stay a missing root: then the
+    fit is reported as the headroom left for them, not decided by an invented number."""
+    used, cap = point.get(mem.per_gpu), point.get(mem.capacity)
     if not isinstance(used, Resolution) or not isinstance(cap, Resolution) or cap.value is None:
         return {"status": "unknown"}
-    scale = resolver.source.variable("par.memory.per_gpu")["scale"]
+    scale = resolver.source.variable(mem.per_gpu)["scale"]
     capacity = cap.value * resolver.source.variable(cap.target)["scale"]
     parts = {p: {"value": point[p].value, "units": point[p].units, "missing": sorted(point[p].missing)}
-             for p in MEMORY_PARTS if isinstance(point.get(p), Resolution)}
+             for p in mem.parts if isinstance(point.get(p), Resolution)}
     out = {"per_gpu_units": used.units, "capacity": cap.value, "capacity_units": cap.units, "breakdown": parts}
     if used.value is not None:
         fits = used.value * scale <= capacity
         return {**out, "status": "fits" if fits else "does not fit", "per_gpu": used.value}
-    if set(used.missing) != {BUFFERS}:
+    if set(used.missing) != {mem.buffers}:
         return {**out, "status": "unknown", "missing": sorted(used.missing)}
-    without = float(used.symbolic.xreplace({resolver.symbol(BUFFERS): 0}))
+    without = float(used.symbolic.xreplace({resolver.symbol(mem.buffers): 0}))
     headroom = (capacity - without) / scale
     status = "fits if buffers stay below the headroom" if headroom > 0 else "does not fit (before any buffers)"
     return {**out, "status": status, "per_gpu_without_buffers": without / scale, "headroom_for_buffers": headroom}

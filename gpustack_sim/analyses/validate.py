@@ -8,10 +8,11 @@ from pathlib import Path
 
 from gpustack_compiler.errors import InputError
 
+from ..engine.facts import Facts
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.scenario import ScenarioBuilder
 from .calibrate import errors, read_rows, spearman
-from .estimate import build_scenario, fitted_distributions, intervals
+from .estimate import fitted_distributions, intervals
 
 
 @dataclass
@@ -26,11 +27,12 @@ class Validation:
                 "rows": self.rows}
 
 
-def validate(resolver: Resolver, scenarios: ScenarioBuilder, runs_csv: Path, samples: int, seed: int) -> Validation:
-    rows = read_rows(runs_csv, ["calibration"])
+def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, runs_csv: Path, samples: int,
+             seed: int) -> Validation:
+    rows = read_rows(runs_csv, facts.measured_runs, ["calibration"])
     table = []
     for row in rows:
-        scenario = build_scenario(scenarios, row.run)
+        scenario = facts.run_fields.scenario(scenarios, row.run)
         try:
             res = resolver.resolve(row.target, scenario)
         except ResolveError as exc:

@@ -66,7 +66,7 @@ def estimate_lines(est: Estimate) -> list[str]:
     for f in est.figures:
         if f.error:
             lines.append(f"  {f.label:<{width}}  not resolved: {f.error}")
-        elif f.value is None and "per_gpu_without_buffers" in est.memory and f.target == "par.memory.per_gpu":
+        elif f.value is None and "per_gpu_without_buffers" in est.memory and f.target == est.memory_target:
             lines.append(f"  {f.label:<{width}}  {fmt(est.memory['per_gpu_without_buffers'], None, f.units)} "
                          "before runtime buffers (see memory below)")
         elif f.value is None:

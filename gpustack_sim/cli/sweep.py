@@ -14,28 +14,30 @@ from .estimate import AssignOpt, ModeOpt, PresetOpt, VariantOpt, run_with_extras
 
 @app.command("sweep")
 def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run file; the grid replaces its layout."),
-              grid: list[str] = typer.Option([], "--grid", help="AXIS=V1,V2,... (tp, pp, dp, cp, micro_batch, "
-                                             "interleave, zero_stage, recompute, sequence_parallel)."),
+              grid: list[str] = typer.Option([], "--grid", help="AXIS=V1,V2,... with an axis of "
+                                             "catalog/bindings/run_fields.yaml (tp, pp, micro_batch, recompute, ...)."),
               objective: str = typer.Option("tokens_per_sec", "--objective",
-                                            help="tokens_per_sec, cost_per_token, energy_per_token or step_time."),
+                                            help="An objective of catalog/bindings/figures.yaml "
+                                            "(tokens_per_sec, cost_per_token, ...)."),
               top: int = typer.Option(10, "--top", min=1, help="Valid layouts to show."),
               set_: list[str] = typer.Option([], "--set", help="Override a run-file field."),
               preset: list[str] = PresetOpt, assign: list[str] = AssignOpt, variant: list[str] = VariantOpt,
               mode: list[str] = ModeOpt,
               as_json: bool = JsonOpt) -> None:
     """Evaluate every layout on a grid; rank the valid ones, count the invalid ones by reason."""
-    from ..analyses.sweep import AXES, parse_grid
+    from ..analyses.sweep import parse_grid
 
     if not grid:
         raise InputError("--grid is required, e.g. --grid tp=1,2,4,8 --grid pp=1,2,4,8")
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
-    result = engine(ctx).sweep(run, parse_grid(grid), objective, top)
+    eng = engine(ctx)
+    result = eng.sweep(run, parse_grid(grid), objective, top)
     lines = [f"{result.evaluated} layouts evaluated in {result.seconds:.2f} s: {result.valid} valid"]
     lines += [f"  note: {n}" for n in result.notes]
     for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
         lines.append(f"  rejected {count:>8}  {reason}")
     if result.top:
-        cols = list(AXES)
+        cols = list(eng.facts.run_fields.axes)
         lines.append("  " + " ".join(f"{c:>10}" for c in cols) + f"  {objective:>16}  mem/GPU GB")
         for row in result.top:
             lines.append("  " + " ".join(f"{row[c]!s:>10}" for c in cols)

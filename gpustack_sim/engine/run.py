@@ -1,6 +1,6 @@
 """A training run described in YAML (or flags): model shape, parallel layout, precision, hardware,
-budget. It maps onto catalog variables, presets and variant modes, so every figure an estimate shows
-is a catalog resolution with a trace.
+budget. The catalog's run-field bindings (catalog/bindings/run_fields.yaml, read in `bindings.py`) map it
+onto variables and variant modes, so every figure an estimate shows is a catalog resolution with a trace.
 """
 
 from __future__ import annotations
@@ -13,9 +13,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gpustack_compiler.errors import InputError
-
-RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -106,36 +103,6 @@ class RunSpec(_Strict):
     def presets_in_order(self) -> list[str]:
         return [*self.hardware, self.precision, *self.presets]
 
-    def all_modes(self) -> list[str]:
-        base = ["moe" if self.model.moe else "dense", "gqa", self.optimizer]
-        return base + [m for m in self.modes if m not in base]
-
-    def assignments(self) -> dict[str, str | float]:
-        """Variable -> value for the scenario builder (units where the catalog declares them)."""
-        m, lay = self.model, self.layout
-        out = {
-            "arch.n_layers": m.layers, "arch.hidden": m.hidden, "arch.ffn_hidden": m.ffn_hidden,
-            "arch.n_heads": m.heads, "arch.n_kv_heads": m.kv_heads or m.heads,
-            "arch.head_dim": m.head_dim or m.hidden // m.heads, "arch.vocab": m.vocab,
-            "arch.seq_len": f"{m.seq_len} token", "arch.ffn.n_matrices": m.ffn_matrices,
-            "arch.norm.vectors_per_norm": m.norm_vectors, "arch.tied_embeddings": int(m.tied_embeddings),
-            "arch.pos_emb_learned": int(m.learned_positions), "arch.attn.context_fraction": m.attention_context_fraction,
-            "par.tp": lay.tp, "par.pp": lay.pp, "par.dp": lay.dp, "par.cp": lay.cp, "par.ep": lay.ep,
-            "par.micro_batch": lay.micro_batch, "arch.global_batch": lay.global_batch,
-            "par.pp_interleave": lay.interleave, "par.recompute.mode": RECOMPUTE[lay.recompute],
-            "par.sp": int(lay.sequence_parallel), "par.zero.stage": lay.zero_stage,
-            "par.n_gpus": self.gpus, "training.total_tokens": self.tokens,
-            "arch.dropout": int(m.dropout), "kernel.attn.flash": int(self.kernels.flash_attention),
-            "arch.logits.bytes_per_value": "4 B" if self.kernels.fp32_logits else "2 B",
-        }
-        if m.moe:
-            out.update({"arch.moe.n_routed_experts": m.moe.experts, "arch.moe.top_k": m.moe.top_k,
-                        "arch.moe.n_shared_experts": m.moe.shared_experts,
-                        "arch.moe.expert_ffn_hidden": m.moe.expert_ffn_hidden or m.ffn_hidden,
-                        "arch.moe.n_dense_layers": m.moe.dense_layers})
-        out.update(self.assign)
-        return out
-
 
 def apply_overrides(data: dict, overrides: list[str]) -> None:
     """`--set layout.tp=4`: a dotted path into the run file and a YAML scalar (read safely)."""
@@ -147,13 +114,21 @@ def apply_overrides(data: dict, overrides: list[str]) -> None:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
             raise InputError(f"--set {item!r}: cannot read the value") from None
-        node = data
-        keys = path.split(".")
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-            if not isinstance(node, dict):
-                raise InputError(f"--set {item!r}: `{key}` is not a section")
-        node[keys[-1]] = value
+        try:
+            set_field(data, path, value)
+        except ValueError as exc:
+            raise InputError(f"--set {item!r}: {exc}") from None
+
+
+def set_field(data: dict, path: str, value) -> None:
+    """Set a dotted field (`layout.tp`) in run-file data; ValueError when a part of the path is not a section."""
+    node = data
+    keys = path.split(".")
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"`{key}` is not a section")
+    node[keys[-1]] = value
 
 
 def load_run(path: Path | None, overrides: list[str] = ()) -> RunSpec:

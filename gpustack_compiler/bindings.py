@@ -1,0 +1,165 @@
+"""Checks of catalog/bindings/: every variable, preset, variant key and reference a binding names must
+exist, and every value it gives must fit the variable's units. Each problem is a finding at the line
+of the name or value, so a renamed variable points at every binding that still uses the old name.
+
+Run-file field paths are checked by the engine, which owns the run-file model.
+"""
+
+from __future__ import annotations
+
+from . import models as m
+from .catalog import Catalog, ValueProblem, check_refs, checked_quantity, unknown_variable
+from .suggest import did_you_mean
+from .yaml_lines import LinedDict, LinedList, line_at
+
+
+class _Checker:
+    def __init__(self, cat: Catalog, kind: str):
+        entry = cat.bindings[kind]
+        self.cat, self.spec, self.data, self.file = cat, entry.spec, entry.data, entry.loc.file
+        self.variant_keys = {r.spec.variant for r in cat.relations.values() if r.kind == "variant"}
+
+    def add(self, loc: tuple, id: str, message: str) -> None:
+        self.cat.findings.add(self.file, line_at(self.data, loc), id, message)
+
+    def name(self, loc: tuple, name: str) -> None:
+        problem = unknown_variable(self.cat, name)
+        if problem is not None:
+            self.add(loc, f"binding.{problem.id}", problem.message)
+
+    def value(self, loc: tuple, name: str, value) -> None:
+        """`value` fits the units of `name` (an unknown name is reported by `name`)."""
+        if name not in self.cat.variables:
+            return
+        try:
+            checked_quantity(self.cat, name, value)
+        except ValueProblem as problem:
+            self.add(loc, f"binding.{problem.id}", problem.message)
+
+    def preset(self, loc: tuple, name: str) -> None:
+        if name not in self.cat.presets:
+            hint = did_you_mean(name, self.cat.presets)
+            self.add(loc, "binding.unknown-preset", f"unknown preset `{name}`" + (f"; {hint}" if hint else ""))
+
+    def mode(self, loc: tuple, key: str) -> None:
+        if key not in self.variant_keys:
+            hint = did_you_mean(key, self.variant_keys)
+            self.add(loc, "binding.unknown-variant", f"no variable has a variant keyed `{key}`"
+                     + (f"; {hint}" if hint else ""))
+
+    def refs(self, loc: tuple, keys: list[str], owner: str) -> None:
+        check_refs(self.cat, keys, self.file, line_at(self.data, loc), owner, require=False)
+
+    def unique(self, items: list[tuple[tuple, str]], what: str) -> None:
+        seen: dict[str, int] = {}
+        for loc, key in items:
+            if key in seen:
+                self.add(loc, "binding.duplicate", f"{what} `{key}` appears twice (first at line {seen[key]})")
+            seen.setdefault(key, line_at(self.data, loc))
+
+
+def _run_fields(c: _Checker) -> None:
+    spec: m.RunFieldsFile = c.spec
+    for i, b in enumerate(spec.variables):
+        loc = ("variables", i)
+        c.name((*loc, "variable"), b.variable)
+        if b.units is not None:
+            c.value((*loc, "units"), b.variable, m.Quantity(value=1, units=b.units))
+        if b.read == "boolean" and b.values is None:
+            c.value((*loc, "read"), b.variable, 1)
+        for key, value in (b.values or {}).items():
+            c.value((*loc, "values", key), b.variable, value)
+    c.unique([(("variables", i, "variable"), b.variable) for i, b in enumerate(spec.variables)], "variable")
+    c.unique([(("variables", i, "sweep"), b.sweep) for i, b in enumerate(spec.variables) if b.sweep], "sweep axis")
+    for i, b in enumerate(spec.modes):
+        keys = {"always": b.always, "present": b.present, "absent": b.absent}
+        for part, key in keys.items():
+            if key is not None:
+                c.mode(("modes", i, part), key)
+        for value, key in (b.values or {}).items():
+            c.mode(("modes", i, "values", value), key)
+
+
+def _measured_runs(c: _Checker) -> None:
+    spec: m.MeasuredRunsFile = c.spec
+    c.unique([(("columns", i, "column"), col.column) for i, col in enumerate(spec.columns)], "column")
+    for key, hw in spec.hardware.items():
+        for i, preset in enumerate(hw.presets):
+            c.preset(("hardware", key, "presets", i), preset)
+        c.refs(("hardware", key), hw.references, f"hardware key {key}")
+    for key, p in spec.precision.items():
+        c.preset(("precision", key, "preset"), p.preset)
+        c.refs(("precision", key), p.references, f"precision key {key}")
+    c.unique([(("measures", i, "column"), ms.column) for i, ms in enumerate(spec.measures)], "measure column")
+    for i, measure in enumerate(spec.measures):
+        if measure.variable is not None:
+            c.name(("measures", i, "variable"), measure.variable)
+        for convention, name in (measure.by_convention or {}).items():
+            c.name(("measures", i, "by_convention", convention), name)
+    if spec.convention_column is None and any(ms.by_convention for ms in spec.measures):
+        c.add(("measures",), "binding.invalid-value", "a measure by convention needs `convention_column`")
+    d = spec.defaults
+    for i, f in enumerate(d.fields):
+        c.refs(("defaults", "fields", i), f.references, f"row default {f.field}")
+    for i, p in enumerate(d.presets):
+        c.preset(("defaults", "presets", i, "preset"), p.preset)
+        c.refs(("defaults", "presets", i), p.references, f"row default preset {p.preset}")
+    for i, a in enumerate(d.assignments):
+        c.name(("defaults", "assignments", i, "variable"), a.variable)
+        c.value(("defaults", "assignments", i, "value"), a.variable, a.value)
+        c.refs(("defaults", "assignments", i), a.references, f"row default {a.variable}")
+
+
+def _figures(c: _Checker) -> None:
+    spec: m.FiguresFile = c.spec
+    for i, f in enumerate(spec.figures):
+        c.name(("figures", i, "variable"), f.variable)
+    c.unique([(("figures", i, "label"), f.label) for i, f in enumerate(spec.figures)], "figure label")
+    mem = spec.memory
+    for part in ("per_gpu", "capacity", "buffers"):
+        c.name(("memory", part), getattr(mem, part))
+    for i, name in enumerate(mem.parts):
+        c.name(("memory", "parts", i), name)
+    for key, objective in spec.objectives.items():
+        c.name(("objectives", key, "variable"), objective.variable)
+
+
+def _calibration_fit(c: _Checker) -> None:
+    spec: m.CalibrationFitFile = c.spec
+    c.unique([(("parameters", i, "key"), p.key) for i, p in enumerate(spec.parameters)], "parameter")
+    roots = [(("parameters", j, "roots", i), root) for j, p in enumerate(spec.parameters)
+             for i, root in enumerate(p.roots)]
+    for loc, root in roots:
+        c.name(loc, root)
+    for i, h in enumerate(spec.held):
+        c.name(("held", i, "variable"), h.variable)
+        c.value(("held", i, "value"), h.variable, m.Quantity(value=h.value, units=h.units))
+        c.refs(("held", i), h.references, f"held value {h.variable}")
+    c.unique(roots + [(("held", i, "variable"), h.variable) for i, h in enumerate(spec.held)],
+             "fitted or held root")
+
+
+CHECKS = {"run_fields": _run_fields, "measured_runs": _measured_runs, "figures": _figures,
+          "calibration_fit": _calibration_fit}
+
+
+def check_bindings(cat: Catalog) -> None:
+    for kind in cat.bindings:
+        CHECKS[kind](_Checker(cat, kind))
+
+
+def binding_tables(cat: Catalog) -> dict[str, dict]:
+    """The bindings for the manifest: each file's content, with its file and the line of every list entry
+    (the engine's own errors point there)."""
+    return {kind: {**_with_lines(e.spec.model_dump(mode="json", exclude_none=True), e.data), "file": e.loc.file}
+            for kind, e in sorted(cat.bindings.items())}
+
+
+def _with_lines(dumped, raw):
+    """`dumped` (a validated file) with the line of every mapping in a list, from `raw` (the file as read)."""
+    if isinstance(dumped, dict):
+        return {k: _with_lines(v, raw.get(k) if isinstance(raw, LinedDict) else None) for k, v in dumped.items()}
+    if isinstance(dumped, list) and isinstance(raw, LinedList):
+        return [{**_with_lines(v, raw[i]), "line": raw.line_of(i)} if isinstance(v, dict) else v
+                for i, v in enumerate(dumped)]
+    return dumped

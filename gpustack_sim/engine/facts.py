@@ -1,0 +1,117 @@
+"""Typed views of the catalog's bindings (catalog/bindings/*.yaml, carried in the manifest's `bindings`):
+what the analyses report, rank by, fit and hold, and how measured rows become runs. The analyses read
+catalog names only from here, never from their own code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from gpustack_compiler.errors import CatalogError
+
+from .bindings import RunFields, check_field
+
+
+@dataclass(frozen=True)
+class Objective:
+    variable: str
+    best: str  # max | min
+
+
+@dataclass(frozen=True)
+class Memory:
+    per_gpu: str
+    capacity: str
+    parts: tuple[str, ...]
+    buffers: str  # the part with no source: without it the fit is stated as headroom
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One fitted value assigned to every root of its group (roots the data cannot tell apart)."""
+
+    key: str
+    roots: tuple[str, ...]
+    initial: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Held:
+    """A root the data cannot separate from a fitted parameter: held at a stated value during the fit,
+    and written into the calibration preset with the reason."""
+
+    root: str
+    value: float
+    units: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MeasuredRuns:
+    """How a CSV row of measured iterations becomes a run."""
+
+    columns: dict[str, str]  # column -> run-file field
+    hardware: dict[str, list[str]]  # key -> presets
+    precision: dict[str, str]  # key -> preset
+    measures: dict[str, dict]  # column -> {variable} or {by_convention: {convention: variable}}, in order
+    convention_column: str | None
+    fields: dict[str, object]  # run-file field -> value every row takes
+    presets: list[str]
+    assign: dict[str, object]
+
+
+class Facts:
+    """The bindings of a compiled catalog, each read (and its run-file fields checked) on first use."""
+
+    def __init__(self, tables: dict):
+        self._bindings = tables.get("bindings") or {}
+
+    def _table(self, kind: str) -> dict:
+        table = self._bindings.get(kind)
+        if table is None:
+            raise CatalogError(f"the catalog has no {kind} bindings", f"add catalog/bindings/{kind}.yaml and recompile")
+        return table
+
+    @cached_property
+    def run_fields(self) -> RunFields:
+        return RunFields(self._table("run_fields"))
+
+    @cached_property
+    def figures(self) -> list[tuple[str, str]]:
+        """(label, variable) of the estimate's figures, in order."""
+        return [(f["label"], f["variable"]) for f in self._table("figures")["figures"]]
+
+    @cached_property
+    def memory(self) -> Memory:
+        m = self._table("figures")["memory"]
+        return Memory(m["per_gpu"], m["capacity"], tuple(m["parts"]), m["buffers"])
+
+    @cached_property
+    def objectives(self) -> dict[str, Objective]:
+        return {k: Objective(o["variable"], o["best"]) for k, o in self._table("figures")["objectives"].items()}
+
+    @cached_property
+    def parameters(self) -> tuple[Parameter, ...]:
+        return tuple(Parameter(p["key"], tuple(p["roots"]), p["initial"], p["low"], p["high"])
+                     for p in self._table("calibration_fit")["parameters"])
+
+    @cached_property
+    def held(self) -> tuple[Held, ...]:
+        return tuple(Held(h["variable"], h["value"], h["units"], h["reason"])
+                     for h in self._table("calibration_fit")["held"])
+
+    @cached_property
+    def measured_runs(self) -> MeasuredRuns:
+        t = self._table("measured_runs")
+        d = t["defaults"]
+        for entry in [*t["columns"], *d["fields"]]:
+            check_field(entry["field"], t["file"], entry["line"])
+        return MeasuredRuns({c["column"]: c["field"] for c in t["columns"]},
+                            {k: h["presets"] for k, h in t["hardware"].items()},
+                            {k: p["preset"] for k, p in t["precision"].items()},
+                            {ms["column"]: ms for ms in t["measures"]}, t.get("convention_column"),
+                            {f["field"]: f["value"] for f in d["fields"]}, [p["preset"] for p in d["presets"]],
+                            {a["variable"]: a["value"] for a in d["assignments"]})
