@@ -1,0 +1,20 @@
+"""variant: one of several alternative definitions of a variable, chosen by key."""
+
+from __future__ import annotations
+
+from .base import KEYED, RelationKind
+
+
+class Variant(RelationKind):
+    name = "variant"
+    label = "Variant"
+    role = KEYED
+
+    def record(self, spec, inputs):
+        out = {"variant": spec.variant}
+        if spec.leaves_out is not None:
+            out["leaves_out"] = spec.leaves_out
+        return out
+
+    def equation(self, rel, ctx):
+        return ctx.expr(rel, "expression")
