@@ -95,6 +95,11 @@ class RandomValue:
     family: Family
     parameters: dict[str, Value]
 
+    @property
+    def free_symbols(self) -> set:
+        """What the draw depends on, as for a sympy expression: the symbols in its parameters."""
+        return set().union(*(p.free_symbols for p in self.parameters.values() if not isinstance(p, float)))
+
     def describe(self, scale: float) -> str:
         if all(isinstance(v, float) for v in self.parameters.values()):
             return f"{self.family.describe(self.parameters, scale)} by {self.relation}"
