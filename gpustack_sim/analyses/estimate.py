@@ -145,7 +145,7 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
     held = scenario.holding(names)
     symbolic = resolver.resolve_many(targets, held, stage_limit=STAGE_LIMIT, monte_carlo=True)
     resolved = [r for r in symbolic.values() if isinstance(r, Resolution)]
-    draws, noise = draw_inputs(dists, resolved, np.random.Generator(np.random.PCG64(seed)), samples)
+    draws, noise = draw_inputs(dists, resolved, seed, samples)
     symbols = [resolver.symbol(n) for n in names]
     out, compiled = {}, {}
     for target, res in symbolic.items():

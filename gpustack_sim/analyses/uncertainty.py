@@ -131,13 +131,17 @@ def _draw(stage: RandomValue, parameters: dict, noise: np.ndarray) -> np.ndarray
     return family.transform(parameters, noise)
 
 
-def draw_inputs(dists: list[Distribution], resolutions: list[Resolution], rng: np.random.Generator,
+def draw_inputs(dists: list[Distribution], resolutions: list[Resolution], seed: int,
                 n: int) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
-    """Draws of the sampled roots (in the order given), then the standard noise of every stochastic relation
-    the resolutions draw (in name order), from one seeded generator: the same seed gives the same bytes."""
+    """Draws of the sampled roots (one seeded stream, in the order given), and the standard noise of every
+    stochastic relation the resolutions draw. Each of those has a stream of its own, seeded by the seed and
+    its name, so its draws do not depend on what else is sampled: `resolve --sample` on one figure and the
+    estimate's intervals draw it alike. The same seed gives the same bytes."""
+    rng = np.random.Generator(np.random.PCG64(seed))
     draws = [d.draw(rng, n) for d in dists]
     drawn = {k: v for res in resolutions for k, v in res.stages.items() if isinstance(v, RandomValue)}
-    return draws, {k: drawn[k].family.noise(rng, n) for k in sorted(drawn)}
+    return draws, {k: v.family.noise(np.random.Generator(np.random.PCG64([seed, *k.encode()])), n)
+                   for k, v in sorted(drawn.items())}
 
 
 def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:
@@ -205,7 +209,7 @@ class MonteCarlo:
             raise InputError(f"{target} still depends on unassigned roots: {', '.join(others)}",
                              "assign them or sample them too")
         meta = self.resolver.source.variable(target)
-        draws, noise = draw_inputs(dists, [res], np.random.Generator(np.random.PCG64(seed)), n)
+        draws, noise = draw_inputs(dists, [res], seed, n)
         if res.value is not None:
             values = np.full(n, res.value * meta["scale"])
         else:
