@@ -150,17 +150,20 @@ def statements(name: str) -> list[str]:
 _PLACEHOLDER = re.compile(r"__([A-Z_]+)__")
 
 
-def render(name: str, **labels: str) -> str:
-    """Fill `__LABEL__`-style placeholders of a load statement with allowlisted labels or types only."""
+def render(name: str, **labels: str | tuple[str, ...]) -> str:
+    """Fill `__LABEL__`-style placeholders of a load statement with allowlisted labels or types only; a
+    tuple of labels fills one as `A:B:C`."""
     text = query(name)
+    allowed = NODE_LABELS | REL_TYPES | set(relation_kind_labels().values())
 
     def sub(m: re.Match) -> str:
         key = m.group(1).lower()
         if key not in labels:
             raise KeyError(f"{name}.cypher: no value for placeholder {m.group(0)}")
-        value = labels[key]
-        if value not in NODE_LABELS and value not in REL_TYPES and value not in relation_kind_labels().values():
-            raise ValueError(f"{value!r} is not an allowed label or relationship type")
-        return value
+        values = labels[key] if isinstance(labels[key], tuple) else (labels[key],)
+        for value in values:
+            if value not in allowed:
+                raise ValueError(f"{value!r} is not an allowed label or relationship type")
+        return ":".join(values)
 
     return _PLACEHOLDER.sub(sub, text)

@@ -314,8 +314,9 @@ def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress 
         for label, rows in p.nodes:
             text = query("load_variables") if label == "Variable" else render("load_nodes", label=label)
             run(label, text, rows, label=label)
+        kinds = tuple(relation_kind_labels().values())
         for kind, rows in p.relations:
-            run(f"Relation:{kind}", render("load_relations", kind=kind), rows, label="Relation")
+            run(f"Relation:{kind}", render("load_relations", kind=kind, kinds=kinds), rows, label="Relation")
         for node, label, names in p.labels:
             run(f"{node}:{label}", render("load_label", node=node, label=label), names, key="names")
         for rel_type, rows in p.edges:
