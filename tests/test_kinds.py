@@ -122,3 +122,31 @@ def test_exponential_rate_is_per_unit_of_the_variable(engine: Engine) -> None:
     draws = dist.draw(np.random.Generator(np.random.PCG64(0)), N)
     assert dist.parameters == {"rate": 2.0} and draws.mean() == pytest.approx(0.5, rel=2e-2)
     assert dist.describe(1e-3) == "exponential(rate 0.002)"  # shown per millisecond
+
+
+ONE_DRAW = """variables:
+  - {name: econ.x, units: s, description: input, references: [narayanan2021_megatron], root: {category: scenario_boundary, family: t}}
+  - {name: econ.r, units: s, description: drawn, references: [narayanan2021_megatron]}
+relations:
+  - name: econ.r.rule
+    kind: stochastic
+    defines: econ.r
+    distribution: DISTRIBUTION
+    parameters: PARAMETERS
+    description: a draw
+    references: [narayanan2021_megatron]
+"""
+
+
+@pytest.mark.parametrize("distribution,parameters,finding", [
+    ("normal", '{mu: "econ.x", sd: "econ.x"}', "schema.invalid"),  # the catalog's names, no other spelling
+    ("exponential", '{rate: "econ.x"}', "dim.mismatch"),  # a rate is per unit of the variable
+    ("exponential", '{rate: "1 / econ.x"}', None),
+    ("lognormal", '{median: "econ.x", sigma: "econ.x"}', "dim.mismatch"),  # sigma is dimensionless
+])
+def test_stochastic_parameters_are_checked(tmp_path: Path, distribution: str, parameters: str, finding) -> None:
+    from helpers import check
+
+    root = mini_catalog(tmp_path)
+    write_system(root, "economics", ONE_DRAW.replace("DISTRIBUTION", distribution).replace("PARAMETERS", parameters))
+    assert [f.id for f in check(root).errors] == ([finding] if finding else [])

@@ -144,7 +144,7 @@ class Resolver:
     def select(self, var: str, defs: list[dict], variants: dict[str, str], modes: list[str] = ()) -> dict | None:
         if not defs:
             return None
-        by_role = {}
+        by_role: dict[str, list[dict]] = {}
         for d in defs:
             by_role.setdefault(kind_of(d).role, []).append(d)
         exact = by_role.get(EXACT, [])
@@ -291,8 +291,9 @@ class _Run:
             self.missing.add(name)
             self.values[name] = self.r.symbol(name)
             return self.values[name]
-        out = kind_of(rel).evaluate(rel, self)
-        validity = kind_of(rel).validity(rel, self)
+        kind = kind_of(rel)
+        out = kind.evaluate(rel, self)
+        validity = kind.validity(rel, self)
         if validity is not None:
             self.checks.append(Check(rel["name"], "validity", *validity))
             if validity[0] == "violated" and self.fallback:
