@@ -1,4 +1,4 @@
-"""identity: `defines = expression`, the variable's only definition."""
+"""identity: `defines = expression`, the variable's only definition, and an equation `--solve` may use."""
 
 from __future__ import annotations
 

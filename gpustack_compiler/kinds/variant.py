@@ -1,11 +1,12 @@
-"""variant: one of several alternative definitions of a variable, chosen by key."""
+"""variant: one of several alternative definitions of a variable, chosen by key; otherwise an identity."""
 
 from __future__ import annotations
 
-from .base import KEYED, RelationKind
+from .base import KEYED
+from .identity import Identity
 
 
-class Variant(RelationKind):
+class Variant(Identity):
     name = "variant"
     label = "Variant"
     role = KEYED
@@ -15,6 +16,3 @@ class Variant(RelationKind):
         if spec.leaves_out is not None:
             out["leaves_out"] = spec.leaves_out
         return out
-
-    def equation(self, rel, ctx):
-        return ctx.expr(rel, "expression")
