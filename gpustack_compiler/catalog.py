@@ -16,6 +16,7 @@ from . import models as m
 from .expressions import ANY, DimensionInference, ExprError, Parsed, is_keyword_free, parse
 from .fileset import catalog_files, content_hash
 from .findings import Findings
+from .kinds import KEYED, RelationKind, kind_of
 from .suggest import did_you_mean
 from .units import Unit, UnitError, UnitSystem
 from .yaml_lines import LinedDict, YamlError, line_at, load
@@ -63,6 +64,10 @@ class RelEntry:
         return self.spec.kind
 
     @property
+    def rules(self) -> RelationKind:
+        return kind_of(self)
+
+    @property
     def output(self) -> str | None:
         return getattr(self.spec, "defines", None)
 
@@ -71,16 +76,13 @@ class RelEntry:
         out: set[str] = set()
         for p in self.parts.values():
             out.update(p.names)
-        if getattr(self.spec, "with_respect_to", None):
-            out.add(self.spec.with_respect_to)
-        return out
+        return out | self.rules.extra_names(self.spec)
 
     @property
     def inputs(self) -> tuple[str, ...]:
-        """Names that feed the relation; the unknown of an iterative or differential relation (a fixed
-        point, an ODE's state) is not an input of its own definition."""
+        """Names that feed the relation, less an unknown that appears in its own definition."""
         names = self.names
-        if self.kind in ("iterative", "differential"):
+        if self.rules.defines_itself:
             names.discard(self.output)
         return tuple(sorted(names))
 
@@ -457,39 +459,6 @@ def load_catalog(root: Path) -> Catalog:
     return cat
 
 
-def _parts_of(spec) -> dict[str, tuple[str, bool]]:
-    """Each expression a relation holds: label -> (text, is it a condition)."""
-    kind = spec.kind
-    if kind == "constraint":
-        return {"expression": (spec.expression, True)}
-    parts = {}
-    if kind == "piecewise":
-        for i, piece in enumerate(spec.pieces):
-            parts[f"pieces[{i}].expression"] = (piece.expression, False)
-            if piece.when is not None:
-                parts[f"pieces[{i}].when"] = (piece.when, True)
-    elif kind == "stochastic":
-        for key, text in spec.parameters.items():
-            parts[f"parameters.{key}"] = (text, False)
-    else:
-        parts["expression"] = (spec.expression, False)
-    if kind == "approximation":
-        parts["validity"] = (spec.validity, True)
-    if kind in ("iterative", "differential"):
-        parts["initial"] = (spec.initial, False)
-    if kind == "differential":
-        parts["start"] = (spec.start, False)
-    return parts
-
-
-STOCHASTIC_PARAMETERS = {
-    "normal": {"mean": 1, "sd": 1},
-    "lognormal": {"median": 1, "sigma": 0},
-    "uniform": {"low": 1, "high": 1},
-    "exponential": {"rate": -1},
-}
-
-
 def _check_relations(cat: Catalog) -> None:
     f, units = cat.findings, cat.units
     known = cat.known_names()
@@ -498,7 +467,7 @@ def _check_relations(cat: Catalog) -> None:
     for name, rel in cat.relations.items():
         spec, loc = rel.spec, rel.loc
         ok = True
-        for label, (text, is_condition) in _parts_of(spec).items():
+        for label, (text, is_condition) in rel.rules.parts(spec).items():
             try:
                 parsed = parse(text)
             except ExprError as exc:
@@ -533,42 +502,24 @@ def _check_relations(cat: Catalog) -> None:
                 f.add(loc.file, loc.line, "relation.unknown-target", f"{name} defines unknown variable `{out}`"
                       + (f"; {hint}" if hint else ""))
                 ok = False
-        wrt = getattr(spec, "with_respect_to", None)
-        if wrt is not None and wrt not in known:
-            f.add(loc.file, loc.line, "expr.unknown-name", f"{name}.with_respect_to: `{wrt}` is not declared")
+        for fid, message in rel.rules.problems(spec, known):
+            f.add(loc.file, loc.line, fid, message)
             ok = False
-        if spec.kind == "stochastic":
-            expected = STOCHASTIC_PARAMETERS[spec.distribution]
-            if set(spec.parameters) != set(expected):
-                f.add(loc.file, loc.line, "schema.invalid", f"{name}: a {spec.distribution} distribution takes "
-                      f"parameters {', '.join(expected)}")
-                ok = False
         if ok:
             rel.dim_checked = _check_dimensions(cat, rel, inference, dim_of)
 
 
 def _check_dimensions(cat: Catalog, rel: RelEntry, inference: DimensionInference, dim_of: dict) -> bool:
     """True when every part of the relation was decided and agrees; every other outcome is a finding."""
-    f, spec, loc = cat.findings, rel.spec, rel.loc
-    target = dim_of.get(rel.output) if rel.output else None
-    if rel.output and target is None:
-        return False  # the target's unit is broken, already a finding
+    f, loc = cat.findings, rel.loc
     expected: dict[str, object] = {}
     if rel.output:
-        for label in rel.parts:
-            if label.endswith("when") or label == "validity":
-                continue
-            expected[label] = target
-        if spec.kind == "differential":
-            wrt_dim = dim_of.get(spec.with_respect_to)
-            if wrt_dim is None:
-                return False
-            expected["expression"] = target / wrt_dim
-            expected["start"] = wrt_dim
-        if spec.kind == "stochastic":
-            power = STOCHASTIC_PARAMETERS[spec.distribution]
-            for key, p in power.items():
-                expected[f"parameters.{key}"] = target ** p if p else cat.units.none
+        target = dim_of.get(rel.output)
+        if target is None:
+            return False  # the target's unit is broken, already a finding
+        expected = rel.rules.dimensions(rel.spec, target, dim_of.get, cat.units.none)
+        if expected is None:
+            return False
     decided = True
     for label, parsed in rel.parts.items():
         got, problems = inference.infer(parsed)
@@ -626,6 +577,7 @@ def checked_quantity(cat: Catalog, name: str, value) -> m.Quantity:
 
 def _check_presets(cat: Catalog) -> None:
     f = cat.findings
+    keyed = [r for r in cat.relations.values() if r.rules.role == KEYED]
     for entry in cat.presets.values():
         spec, raw, rel = entry.spec, entry.data, entry.loc.file
         assignments = raw.get("assignments") or {}
@@ -646,14 +598,14 @@ def _check_presets(cat: Catalog) -> None:
         variants = raw.get("variants") or {}
         for name, key in spec.variants.items():
             line = variants.line_of(name) if isinstance(variants, LinedDict) else entry.loc.line
-            keys = {r.spec.variant for r in cat.relations.values() if r.kind == "variant" and r.output == name}
+            keys = {r.spec.variant for r in keyed if r.output == name}
             if name not in cat.variables:
                 f.add(rel, line, "preset.unknown-variable", f"preset `{spec.name}` selects a variant of unknown "
                       f"variable `{name}`" + (f"; {did_you_mean(name, cat.variables) or ''}"))
             elif key not in keys:
                 f.add(rel, line, "preset.unknown-variant", f"preset `{spec.name}`: `{name}` has no variant "
                       f"`{key}` (variants: {', '.join(sorted(keys)) or 'none'})")
-        all_keys = {r.spec.variant for r in cat.relations.values() if r.kind == "variant"}
+        all_keys = {r.spec.variant for r in keyed}
         modes = raw.get("modes") or []
         for i, key in enumerate(spec.modes):
             if key not in all_keys:

@@ -28,3 +28,8 @@ class CatalogError(GpustackError):
 
 class InfrastructureError(GpustackError):
     """Something outside the input failed: a server that does not answer, a disk that cannot be written."""
+
+
+class ResolveError(InputError):
+    """The scenario cannot be resolved as asked: an ambiguous or unknown selection, or a relation that
+    cannot be evaluated (no fixed point, a complex value)."""

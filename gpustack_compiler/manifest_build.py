@@ -8,9 +8,10 @@ import os
 import sympy
 
 from .bindings import binding_tables
-from .catalog import STOCHASTIC_PARAMETERS, Catalog, RelEntry
+from .catalog import Catalog, RelEntry
 from .expressions import ExprError
 from .graph import CatalogGraph, RelationEdges
+from .kinds import CONSTRAINT, KEYED, kind_of
 from .manifest import SCHEMA_VERSION
 from .symbolic import SymbolicCache, SymbolTable
 
@@ -36,32 +37,8 @@ def symbol_table(cat: Catalog) -> SymbolTable:
     return SymbolTable(assumptions, latex, lambda u: cat.units.parse(u).scale)
 
 
-def _main_sympy(rel: RelEntry, table: SymbolTable) -> sympy.Basic:
-    spec = rel.spec
-    build = table.builder.build
-    if spec.kind == "piecewise":
-        pieces = []
-        for i, piece in enumerate(spec.pieces):
-            cond = build(rel.parts[f"pieces[{i}].when"]) if piece.when is not None else sympy.true
-            pieces.append((build(rel.parts[f"pieces[{i}].expression"]), cond))
-        if pieces[-1][1] is not sympy.true:
-            pieces.append((sympy.nan, sympy.true))
-        return sympy.Piecewise(*pieces)
-    if spec.kind == "stochastic":
-        p = {k.split(".", 1)[1]: build(v) for k, v in rel.parts.items()}
-        mean = {"normal": lambda: p["mean"],
-                "lognormal": lambda: p["median"] * sympy.exp(p["sigma"] ** 2 / 2),
-                "uniform": lambda: (p["low"] + p["high"]) / 2,
-                "exponential": lambda: 1 / p["rate"]}[spec.distribution]
-        return mean()
-    if spec.kind == "differential":
-        return sympy.Eq(sympy.Derivative(table.symbol(spec.defines), table.symbol(spec.with_respect_to)),
-                        build(rel.parts["expression"]), evaluate=False)
-    return build(rel.parts["expression"])
-
-
 def _symbolic_forms(rel: RelEntry, table: SymbolTable) -> tuple[str, str]:
-    expr = _main_sympy(rel, table)
+    expr = rel.rules.canonical(rel.spec, lambda label: table.builder.build(rel.parts[label]), table.symbol)
     return sympy.sstr(expr, order="lex"), table.latex(expr)
 
 
@@ -126,18 +103,7 @@ def _relation_record(name: str, rel: RelEntry, table: SymbolTable, cache: Symbol
         "file": rel.loc.file,
         "line": rel.loc.line,
     }
-    if spec.kind == "constraint":
-        record["constrains"] = list(rel.inputs)
-    for extra in ("variant", "leaves_out", "validity", "with_respect_to", "tolerance", "max_iterations", "distribution"):
-        value = getattr(spec, extra, None)
-        if value is not None:
-            record[extra] = value
-    if spec.kind == "piecewise":
-        record["pieces"] = [{"when": p.when, "expression": p.expression} for p in spec.pieces]
-    if spec.kind == "stochastic":
-        record["parameters"] = dict(sorted(spec.parameters.items()))
-        record["parameter_dimensions"] = dict(STOCHASTIC_PARAMETERS[spec.distribution])
-    return record
+    return {**record, **rel.rules.record(spec, rel.inputs)}
 
 
 def build_manifest(cat: Catalog, graph: CatalogGraph, catalog_hash: str, cache: SymbolicCache) -> dict:
@@ -181,7 +147,7 @@ def build_manifest(cat: Catalog, graph: CatalogGraph, catalog_hash: str, cache: 
     cache.save(used)
     edges = []
     for name, r in sorted(relations.items()):
-        if r["kind"] == "constraint":
+        if kind_of(r).role == CONSTRAINT:
             edges.extend({"source": name, "target": v, "type": "CONSTRAINS"} for v in r["constrains"])
             continue
         edges.extend({"source": v, "target": name, "type": "FEEDS"} for v in r["inputs"])
@@ -207,7 +173,7 @@ def build_manifest(cat: Catalog, graph: CatalogGraph, catalog_hash: str, cache: 
         "edges": edges,
         "references": references,
         "presets": presets,
-        "variant_keys": sorted({r["variant"] for r in relations.values() if r["kind"] == "variant"}),
+        "variant_keys": sorted({r["variant"] for r in relations.values() if kind_of(r).role == KEYED}),
         "bindings": binding_tables(cat),
     }
     from .stats import compute_stats  # stats reads the manifest it is part of

@@ -6,7 +6,7 @@ describe syntax, and the committed JSON Schema in `schemas/` is generated from t
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -148,13 +148,10 @@ class Stochastic(_RelationBase):
         "exponential: rate (per unit of the variable)."))]
 
 
-Relation = Annotated[
-    Union[Identity, Variant, Approximation, Constraint, Piecewise, Iterative, Differential, Stochastic],
-    Field(discriminator="kind"),
-]
-VALUE_DEFINING_KINDS = ("identity", "variant", "approximation", "piecewise", "iterative",
-                        "differential", "stochastic")
-RELATION_KINDS = VALUE_DEFINING_KINDS + ("constraint",)
+# Each kind's rules (beyond this syntax) live in its module under gpustack_compiler/kinds/.
+_RELATION_MODELS = (Identity, Variant, Approximation, Piecewise, Iterative, Differential, Stochastic, Constraint)
+Relation = Annotated[Union[_RELATION_MODELS], Field(discriminator="kind")]
+RELATION_KINDS = tuple(get_args(model.model_fields["kind"].annotation)[0] for model in _RELATION_MODELS)
 
 
 class SystemFile(Strict):

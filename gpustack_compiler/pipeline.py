@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from .graph import CatalogGraph
 
 GENERATOR = "gpustack-compiler 0.1.0"
-EXACT_KINDS = {"identity", "piecewise", "iterative", "differential", "stochastic"}
 
 
 @dataclass
@@ -37,6 +36,8 @@ def catalog_graph(cat: Catalog) -> CatalogGraph:
 
 
 def check_graph(cat: Catalog, graph: CatalogGraph) -> None:
+    from .kinds import EXACT, KEYED
+
     f = cat.findings
     for cycle in graph.cycles():
         # `cycle` alternates variable, relation, variable, ...; it is reported at its first relation.
@@ -48,8 +49,8 @@ def check_graph(cat: Catalog, graph: CatalogGraph) -> None:
         if rel.output is not None:
             defs.setdefault(rel.output, []).append(rel)
     for var, rels in sorted(defs.items()):
-        exact = [r for r in rels if r.kind in EXACT_KINDS]
-        variants = [r for r in rels if r.kind == "variant"]
+        exact = [r for r in rels if r.rules.role == EXACT]
+        variants = [r for r in rels if r.rules.role == KEYED]
         # Reported at every relation involved, so an annotation lands on the new file and the old one.
         if len(exact) > 1:
             for r in exact:

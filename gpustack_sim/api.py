@@ -6,7 +6,7 @@ sample, calibrate and validate, each returning a typed result with `to_dict()`.
     est = engine.estimate(engine.load_run("runs/llama70b_1024xh100.yaml"))
 
 Errors are `gpustack_compiler.errors.GpustackError` subclasses (InputError, CatalogError,
-InfrastructureError, and the engine's ResolveError); nothing here imports the command line.
+InfrastructureError, ResolveError); nothing here imports the command line.
 """
 
 from __future__ import annotations
@@ -116,14 +116,16 @@ class Engine:
                                      solve=solve)
 
     def distribution(self, spec: str) -> Distribution:
-        """`NAME~normal(mu, sd)`, `NAME~lognormal(median, sigma)` or `NAME~uniform(low, high)`."""
+        """`NAME~normal(mean, sd)`, `NAME~lognormal(median, sigma)`, `NAME~uniform(low, high)` or
+        `NAME~exponential(rate)`: the catalog's distributions, parameters by position or by name."""
         from .analyses.uncertainty import parse_spec
 
         return parse_spec(spec, self.scenarios)
 
     def sample(self, target: str, scenario: Scenario, distributions: Sequence[Distribution],
                samples: int = 10000, seed: int = 0) -> Summary:
-        """Monte Carlo over the given roots: percentiles, mean and sd of `target`."""
+        """Monte Carlo over the given roots and the stochastic relations in the cone: percentiles, mean and
+        sd of `target`."""
         from .analyses.uncertainty import MonteCarlo
 
         self.variable(target)

@@ -33,7 +33,8 @@ def test_linear_dependency_has_the_analytic_mean(real: Engine) -> None:
 
 def test_units_in_parameters_and_lognormal(real: Engine) -> None:
     dist = parse_spec("gpu.power.total~normal(0.5 kW, 50 W)", real.scenarios)
-    assert (dist.a, dist.b) == (500.0, 50.0)
+    assert dist.parameters == {"mean": 500.0, "sd": 50.0}
+    assert parse_spec("gpu.power.total~normal(sd=50 W, mean=0.5 kW)", real.scenarios) == dist
     logn = parse_spec("econ.power.price_kwh_peak~lognormal(0.36 USD/kWh, 0.2)", real.scenarios)
     draws = logn.draw(np.random.Generator(np.random.PCG64(1)), 50000)
     assert np.median(draws) == pytest.approx(0.36 / 3.6e6, rel=1e-2)
@@ -41,7 +42,9 @@ def test_units_in_parameters_and_lognormal(real: Engine) -> None:
 
 @pytest.mark.parametrize("bad", ["gpu.power.total~gamma(1, 2)", "gpu.power.total~normal(1 W)",
                                  "gpu.power.total~normal(1 s, 2 s)", "gpu.power.total~uniform(5 W, 1 W)",
-                                 "nope.x~normal(1, 2)"])
+                                 "nope.x~normal(1, 2)", "gpu.power.total~normal(mu=1 W, sd=2 W)",
+                                 "gpu.power.total~normal(1 W, mean=2 W)", "gpu.power.total~exponential(2 W)",
+                                 "gpu.power.total~lognormal(1 W, 2 W)"])
 def test_bad_specs(real: Engine, bad: str) -> None:
     with pytest.raises(InputError):
         parse_spec(bad, real.scenarios)

@@ -30,15 +30,18 @@ ACQUIRE_TIMEOUT = 5.0  # seconds for a connection from the pool, all included: w
 logging.getLogger("neo4j").addHandler(logging.NullHandler())
 
 # Labels and relationship types the compiler writes: the only ones ever put into query text.
-RELATION_KIND_LABELS = {
-    "identity": "Identity", "variant": "Variant", "approximation": "Approximation",
-    "constraint": "Constraint", "piecewise": "Piecewise", "iterative": "Iterative",
-    "differential": "Differential", "stochastic": "Stochastic",
-}
-NODE_LABELS = frozenset({"Variable", "Constant", "Relation", "System", "Reference", "Build", "Root", "Leaf",
-                         *RELATION_KIND_LABELS.values()})
+NODE_LABELS = frozenset({"Variable", "Constant", "Relation", "System", "Reference", "Build", "Root", "Leaf"})
 REL_TYPES = frozenset({"FEEDS", "DEFINES", "CONSTRAINS", "IN_SYSTEM", "CITES"})
 MARKER = "gpustack_load"  # property on every node and relationship the compiler writes
+
+
+@cache
+def relation_kind_labels() -> dict[str, str]:
+    """Relation kind -> the label each kind's module gives it, in the catalog's order of kinds. Imported
+    when first asked: the kinds carry sympy, which commands that only talk to the server never need."""
+    from ..kinds import KINDS
+
+    return {name: kind.label for name, kind in KINDS.items()}
 
 
 @dataclass(frozen=True)
@@ -147,17 +150,20 @@ def statements(name: str) -> list[str]:
 _PLACEHOLDER = re.compile(r"__([A-Z_]+)__")
 
 
-def render(name: str, **labels: str) -> str:
-    """Fill `__LABEL__`-style placeholders of a load statement with allowlisted labels or types only."""
+def render(name: str, **labels: str | tuple[str, ...]) -> str:
+    """Fill `__LABEL__`-style placeholders of a load statement with allowlisted labels or types only; a
+    tuple of labels fills one as `A:B:C`."""
     text = query(name)
+    allowed = NODE_LABELS | REL_TYPES | set(relation_kind_labels().values())
 
     def sub(m: re.Match) -> str:
         key = m.group(1).lower()
         if key not in labels:
             raise KeyError(f"{name}.cypher: no value for placeholder {m.group(0)}")
-        value = labels[key]
-        if value not in NODE_LABELS and value not in REL_TYPES:
-            raise ValueError(f"{value!r} is not an allowed label or relationship type")
-        return value
+        values = labels[key] if isinstance(labels[key], tuple) else (labels[key],)
+        for value in values:
+            if value not in allowed:
+                raise ValueError(f"{value!r} is not an allowed label or relationship type")
+        return ":".join(values)
 
     return _PLACEHOLDER.sub(sub, text)

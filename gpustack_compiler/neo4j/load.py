@@ -35,7 +35,8 @@ from pathlib import Path
 
 from .. import manifest as mf
 from ..errors import InfrastructureError, InputError
-from .conn import MARKER, RELATION_KIND_LABELS, Neo4jSettings, driver, query, render, statements, translate
+from .conn import (MARKER, Neo4jSettings, driver, query, relation_kind_labels, render, statements,
+                   translate)
 
 BATCH_SIZE = 2000
 Progress = Callable[[str, int, int], None]  # (step, rows done in this step, rows in this step)
@@ -136,7 +137,7 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
         for n, c in sorted(constants.items())]))
     by_kind: dict[str, list[dict]] = {}
     for n, r in sorted(relations.items()):
-        label = RELATION_KIND_LABELS.get(r.get("kind"))
+        label = relation_kind_labels().get(r.get("kind"))
         if label is None:
             raise LoadError(f"relation `{n}` has unknown kind {r.get('kind')!r}")
         by_kind.setdefault(label, []).append({"name": n, "props": _clean({
@@ -313,8 +314,9 @@ def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress 
         for label, rows in p.nodes:
             text = query("load_variables") if label == "Variable" else render("load_nodes", label=label)
             run(label, text, rows, label=label)
+        kinds = tuple(relation_kind_labels().values())
         for kind, rows in p.relations:
-            run(f"Relation:{kind}", render("load_relations", kind=kind), rows, label="Relation")
+            run(f"Relation:{kind}", render("load_relations", kind=kind, kinds=kinds), rows, label="Relation")
         for node, label, names in p.labels:
             run(f"{node}:{label}", render("load_label", node=node, label=label), names, key="names")
         for rel_type, rows in p.edges:

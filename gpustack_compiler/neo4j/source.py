@@ -11,7 +11,7 @@ import json
 
 from ..errors import InfrastructureError, InputError
 from ..graph import FamilyDebt, RootDebt
-from .conn import RELATION_KIND_LABELS, Neo4jSettings, driver, query, translate
+from .conn import Neo4jSettings, driver, query, relation_kind_labels, translate
 
 HEAVIEST = 3  # roots named per family, as in CatalogGraph.family_debt
 
@@ -119,7 +119,7 @@ class Neo4jSource:
         stored = json.loads(build["stats"]) if build.get("stats") else {}
         live = self._run("stats")[0]
         kinds = dict(live["by_kind"])
-        order = list(stored.get("relations_by_kind") or RELATION_KIND_LABELS)
+        order = list(stored.get("relations_by_kind") or relation_kind_labels())
         st = {**stored,
               "systems": live["systems"], "variables": live["variables"], "constants": live["constants"],
               "relations": live["relations"], "relations_by_kind": {k: kinds.get(k, 0) for k in order},

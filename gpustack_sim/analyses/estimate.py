@@ -1,10 +1,11 @@
 """`gpustack estimate`: a training run's time, throughput, memory, energy and cost, each with a
 p5/p50/p95 interval, resolved through the catalog.
 
-The point values come from one shared resolution of all figures. Intervals come from a second,
-symbolic resolution in which the uncertain roots (fitted parameters with an `sd`, and any
-`--sample`) stay symbols; each figure is compiled once with lambdify and evaluated on the same seeded
-draws, so the intervals of different figures are consistent with each other.
+The point values come from one shared resolution of all figures (a stochastic relation at its mean).
+Intervals come from a second, symbolic resolution in which the uncertain roots (fitted parameters with
+an `sd`, and any `--sample`) and the variables of stochastic relations stay symbols; each figure is
+compiled once with lambdify and evaluated on the same seeded draws, so the intervals of different
+figures are consistent with each other.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpustack_compiler.errors import CatalogError
+from gpustack_compiler.kinds.distributions import LOGNORMAL
 
 from ..engine.facts import Facts, Memory
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.run import RunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
-from .uncertainty import STAGE_LIMIT, Distribution, parse_spec, percentiles, vectorize_resolution
+from .uncertainty import STAGE_LIMIT, Distribution, draw_inputs, parse_spec, percentiles, vectorize_resolution
 
 @dataclass
 class Figure:
@@ -64,8 +66,8 @@ class Estimate:
 def fitted_distributions(scenario: Scenario) -> list[Distribution]:
     """Values with an uncertainty (fitted parameters) as lognormal draws: median the fitted value, sigma
     its relative uncertainty, so an efficiency never goes negative."""
-    return sorted((Distribution(n, "lognormal", a.value, a.sd / a.value) for n, a in scenario.assignments.items()
-                   if a.sd and a.value > 0), key=lambda d: d.name)
+    return sorted((Distribution(n, LOGNORMAL, {"median": a.value, "sigma": a.sd / a.value})
+                   for n, a in scenario.assignments.items() if a.sd and a.value > 0), key=lambda d: d.name)
 
 
 def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: RunSpec, samples: int, seed: int,
@@ -76,7 +78,11 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: 
     declared = {t: _declared(resolver, t) for t in targets}
     point = resolver.resolve_many(targets, scenario)
     dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
-    bands = intervals(resolver, scenario, targets, dists, samples, seed) if dists and samples else {}
+    var = resolver.source.variable
+    uncertain = {d.name: d.describe(var(d.name)["scale"]) for d in dists}
+    random = {n: v for r in point.values() if isinstance(r, Resolution) for n, v in r.random.items()}
+    uncertain.update({n: v.describe(var(n)["scale"]) for n, v in sorted(random.items())})
+    bands = intervals(resolver, scenario, targets, dists, samples, seed) if uncertain and samples else {}
     figures, known = [], {}
     for label, target in facts.figures:
         fig = Figure(label, target, declared[target]["units"])
@@ -90,9 +96,8 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: 
             fig.leaves_out = _boundaries(resolver, res, known)
         figures.append(fig)
     memory = _memory(point, resolver, mem)
-    uncertain = {d.name: d.describe(resolver.source.variable(d.name)["scale"]) for d in dists}
     return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,
-                    samples if dists and samples else 0, seed,
+                    samples if uncertain and samples else 0, seed,
                     {t: r for t, r in point.items() if isinstance(r, Resolution)}, mem.per_gpu)
 
 
@@ -125,9 +130,9 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
                samples: int, seed: int) -> dict[str, dict[int, float]]:
     names = [d.name for d in dists]
     held = scenario.holding(names)
-    symbolic = resolver.resolve_many(targets, held, stage_limit=STAGE_LIMIT)
-    rng = np.random.Generator(np.random.PCG64(seed))
-    draws = [d.draw(rng, samples) for d in dists]
+    symbolic = resolver.resolve_many(targets, held, stage_limit=STAGE_LIMIT, monte_carlo=True)
+    resolved = [r for r in symbolic.values() if isinstance(r, Resolution)]
+    draws, noise = draw_inputs(dists, resolved, seed, samples)
     symbols = [resolver.symbol(n) for n in names]
     out, compiled = {}, {}
     for target, res in symbolic.items():
@@ -137,7 +142,7 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
         if res.value is not None:
             out[target] = {p: res.value for p in (5, 50, 95)}
             continue
-        fn = vectorize_resolution(symbols, res, compiled=compiled)
+        fn = vectorize_resolution(symbols, res, compiled=compiled, noise=noise)
         values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (samples,)) / scale
         finite = values[np.isfinite(values)]
         if finite.size:

@@ -1,9 +1,12 @@
 """Uncertainty by vectorized Monte Carlo: sampled roots are left symbolic, the resolved expression is
-compiled once with sympy's lambdify and evaluated with numpy on seeded samples.
+compiled once with sympy's lambdify and evaluated with numpy on seeded samples. Stochastic relations in
+the cone are drawn from their distributions too (their deterministic value is only their mean).
 
-Distributions are written `NAME~normal(mu, sd)`, `NAME~lognormal(median, sigma)` (sigma of the
-logarithm), `NAME~uniform(low, high)`; parameters may carry units (`normal(0.5 kW, 50 W)`). The text
-is read with a regular expression and the quantity parser, never evaluated.
+Sampled roots are written `NAME~normal(mean, sd)`, `NAME~lognormal(median, sigma)` (sigma of the
+logarithm), `NAME~uniform(low, high)` or `NAME~exponential(rate)`: the distributions and parameter names
+of the catalog's stochastic relations. Parameters go by position or by name and may carry units
+(`normal(0.5 kW, 50 W)`, `normal(mean=0.5 kW, sd=50 W)`). The text is read with a regular expression
+and the quantity parser, never evaluated.
 """
 
 from __future__ import annotations
@@ -16,57 +19,57 @@ import numpy as np
 import sympy
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.kinds.distributions import DISTRIBUTIONS, Family, RandomValue
 
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.scenario import Scenario, ScenarioBuilder
 
-SPEC = re.compile(r"^\s*([a-z][a-z0-9_.]*)\s*~\s*(normal|lognormal|uniform)\s*\((.*)\)\s*$")
-PARAMS = {"normal": ("mu", "sd"), "lognormal": ("median", "sigma"), "uniform": ("low", "high")}
+SPEC = re.compile(r"^\s*([a-z][a-z0-9_.]*)\s*~\s*([a-z]+)\s*\((.*)\)\s*$")
 PERCENTILES = (5, 50, 95)
 
 
 @dataclass(frozen=True)
 class Distribution:
+    """A sampled root: its distribution with parameters in base units."""
+
     name: str
-    kind: str
-    a: float  # base units (sigma of lognormal is dimensionless)
-    b: float
+    family: Family
+    parameters: dict[str, float]
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        if self.kind == "normal":
-            return rng.normal(self.a, self.b, n)
-        if self.kind == "lognormal":
-            return self.a * np.exp(rng.normal(0.0, self.b, n))
-        return rng.uniform(self.a, self.b, n)
+        return self.family.draw(rng, self.parameters, n)
 
     def describe(self, scale: float) -> str:
-        if self.kind == "lognormal":
-            return f"lognormal(median {self.a / scale:g}, sigma {self.b:g})"
-        return f"{self.kind}({self.a / scale:g}, {self.b / scale:g})"
+        return self.family.describe(self.parameters, scale)
 
 
 def parse_spec(text: str, scenarios: ScenarioBuilder) -> Distribution:
     match = SPEC.match(text)
-    if not match:
-        raise InputError(f"--sample {text!r}: expected NAME~normal(mu, sd), NAME~lognormal(median, sigma) "
-                         "or NAME~uniform(low, high)")
-    name, kind, args = match.groups()
-    parts = [p.strip() for p in args.split(",")]
-    if len(parts) != 2 or not all(parts):
-        raise InputError(f"--sample {text!r}: {kind} takes two parameters ({', '.join(PARAMS[kind])})")
-    first = scenarios.quantity(name, parts[0], "--sample").value
-    if kind == "lognormal":
-        try:
-            second = float(parts[1])
-        except ValueError:
-            raise InputError(f"--sample {text!r}: sigma of a lognormal is a plain number") from None
-    else:
-        second = scenarios.quantity(name, parts[1], "--sample").value
-    if kind == "normal" and second < 0 or kind == "lognormal" and (first <= 0 or second < 0):
-        raise InputError(f"--sample {text!r}: parameters out of range")
-    if kind == "uniform" and second < first:
-        raise InputError(f"--sample {text!r}: uniform needs low <= high")
-    return Distribution(name, kind, first, second)
+    family = DISTRIBUTIONS.get(match.group(2)) if match else None
+    if family is None:
+        raise InputError(f"--sample {text!r}: expected " + " or ".join(f"NAME~{f.signature}"
+                                                                        for f in DISTRIBUTIONS.values()))
+    name, _, args = match.groups()
+    given = _arguments(text, family, args)
+    parameters = {key: scenarios.quantity(name, given[key], "--sample", power).value
+                  for key, power in family.parameters.items()}
+    if not family.domain(parameters):
+        raise InputError(f"--sample {text!r}: {family.name} needs {family.domain_text}")
+    return Distribution(name, family, parameters)
+
+
+def _arguments(text: str, family: Family, args: str) -> dict[str, str]:
+    """Parameter name -> its text, from arguments given by position or as `name=value`."""
+    names = list(family.parameters)
+    pairs = []
+    for i, arg in enumerate(a.strip() for a in args.split(",")):
+        key, named, value = arg.partition("=")
+        pairs.append((key.strip(), value.strip()) if named else (names[i] if i < len(names) else None, arg))
+    given = dict(pairs)
+    if len(pairs) != len(names) or set(given) != set(names) or not all(given.values()):
+        raise InputError(f"--sample {text!r}: {family.name} takes {len(names)} parameter(s): {family.signature}",
+                         "by position or by name, e.g. normal(0.5 kW, 50 W) or normal(mean=0.5 kW, sd=50 W)")
+    return given
 
 
 _VMIN, _VMAX = sympy.Function("vmin"), sympy.Function("vmax")
@@ -85,27 +88,60 @@ def vectorize(symbols: list, expr: sympy.Basic):
 STAGE_LIMIT = 200
 
 
-def vectorize_resolution(symbols: list, res: Resolution, zero: tuple[str, ...] = (), compiled: dict | None = None):
+def vectorize_resolution(symbols: list, res: Resolution, zero: tuple[str, ...] = (), compiled: dict | None = None,
+                         noise: dict[str, np.ndarray] | None = None):
     """A numpy function of `symbols` for a symbolic resolution. A staged one is compiled stage by stage
     (once per `compiled` cache, which several targets of one run may share) and evaluated in dependency
-    order, then the target from the stages. Names in `zero` read as 0."""
+    order, then the target from the stages. A drawn stage (a stochastic relation under Monte Carlo) turns
+    its standard `noise` into draws with its parameters as evaluated. Names in `zero` read as 0."""
     compiled = {} if compiled is None else compiled
     steps = []
-    for name, expr in res.stages.items():
+    for name, stage in res.stages.items():
         if name not in compiled:
-            args = sorted(expr.free_symbols, key=lambda s: s.name)
-            compiled[name] = ([a.name for a in args], vectorize(args, expr))
-        steps.append((name, *compiled[name]))
-    args = sorted(res.symbolic.free_symbols, key=lambda s: s.name)
-    steps.append((None, [a.name for a in args], vectorize(args, res.symbolic)))
+            compiled[name] = _compile(stage)
+        steps.append((name, stage, compiled[name]))
+    target = _compile(res.symbolic)
 
     def fn(*arrays):
         env = {s.name: a for s, a in zip(symbols, arrays)}
         env.update({n: 0.0 for n in zero})
-        for name, needs, f in steps:
-            env[name] = f(*(env[a] for a in needs))
-        return env[None]
+        for name, stage, f in steps:
+            env[name] = _draw(stage, f(env), noise[name]) if isinstance(stage, RandomValue) else f(env)
+        return target(env)
     return fn
+
+
+def _compile(stage):
+    """A function of the values so far (name -> array): of a symbolic value, or of a draw's parameters."""
+    if isinstance(stage, RandomValue):
+        parameters = {k: _compile(v) for k, v in stage.parameters.items()}
+        return lambda env: {k: f(env) for k, f in parameters.items()}
+    if isinstance(stage, float):
+        return lambda env: stage
+    args = sorted(stage.free_symbols, key=lambda s: s.name)
+    names, f = [a.name for a in args], vectorize(args, stage)
+    return lambda env: f(*(env[n] for n in names))
+
+
+def _draw(stage: RandomValue, parameters: dict, noise: np.ndarray) -> np.ndarray:
+    family = stage.family
+    if not family.domain(parameters):
+        raise InputError(f"{stage.relation}: {family.name} needs {family.domain_text}, and some samples of its "
+                         "parameters are outside that")
+    return family.transform(parameters, noise)
+
+
+def draw_inputs(dists: list[Distribution], resolutions: list[Resolution], seed: int,
+                n: int) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    """Draws of the sampled roots (one seeded stream, in the order given), and the standard noise of every
+    stochastic relation the resolutions draw. Each of those has a stream of its own, seeded by the seed and
+    its name, so its draws do not depend on what else is sampled: `resolve --sample` on one figure and the
+    estimate's intervals draw it alike. The same seed gives the same bytes."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    draws = [d.draw(rng, n) for d in dists]
+    drawn = {k: v for res in resolutions for k, v in res.stages.items() if isinstance(v, RandomValue)}
+    return draws, {k: v.family.noise(np.random.Generator(np.random.PCG64([seed, *k.encode()])), n)
+                   for k, v in sorted(drawn.items())}
 
 
 def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:
@@ -156,12 +192,16 @@ class MonteCarlo:
     def __init__(self, resolver: Resolver):
         self.resolver = resolver
 
-    def compile(self, target: str, scenario: Scenario, sampled: list[str]):
-        """The target as a numpy function of the sampled roots (in base units), plus the resolution."""
+    def run(self, target: str, scenario: Scenario, dists: list[Distribution], n: int, seed: int) -> Summary:
+        if n < 2:
+            raise InputError("--samples must be at least 2")
+        names = [d.name for d in dists]
+        if len(set(names)) != len(names):
+            raise InputError("each variable may be sampled once")
         if self.resolver.source.variable(target) is None:
             raise InputError(f"unknown variable `{target}`")
-        held = scenario.holding(sampled)
-        res = self.resolver.resolve_many([target], held, stage_limit=STAGE_LIMIT)[target]
+        res = self.resolver.resolve_many([target], scenario.holding(names), stage_limit=STAGE_LIMIT,
+                                         monte_carlo=True)[target]
         if isinstance(res, ResolveError):
             raise res
         others = sorted(res.missing)
@@ -169,27 +209,19 @@ class MonteCarlo:
             raise InputError(f"{target} still depends on unassigned roots: {', '.join(others)}",
                              "assign them or sample them too")
         meta = self.resolver.source.variable(target)
+        draws, noise = draw_inputs(dists, [res], seed, n)
         if res.value is not None:
-            return (lambda *arrays: np.full(len(arrays[0]) if arrays else 1, res.value * meta["scale"])), res
-        symbols = [self.resolver.symbol(n) for n in sampled]
-        return vectorize_resolution(symbols, res), res
-
-    def run(self, target: str, scenario: Scenario, dists: list[Distribution], n: int, seed: int) -> Summary:
-        if n < 2:
-            raise InputError("--samples must be at least 2")
-        names = [d.name for d in dists]
-        if len(set(names)) != len(names):
-            raise InputError("each variable may be sampled once")
-        fn, _ = self.compile(target, scenario, names)
-        rng = np.random.Generator(np.random.PCG64(seed))
-        draws = [d.draw(rng, n) for d in dists]
-        values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (n,))
-        meta = self.resolver.source.variable(target)
+            values = np.full(n, res.value * meta["scale"])
+        else:
+            fn = vectorize_resolution([self.resolver.symbol(x) for x in names], res, noise=noise)
+            values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (n,))
         shown = values / meta["scale"]
         finite = shown[np.isfinite(shown)]
         if finite.size == 0:
             raise InputError(f"no finite value of {target} in {n} samples")
         pct = percentiles(finite)
-        inputs = {d.name: d.describe(self.resolver.source.variable(d.name)["scale"]) for d in dists}
+        var = self.resolver.source.variable
+        inputs = {d.name: d.describe(var(d.name)["scale"]) for d in dists}
+        inputs.update({name: v.describe(var(name)["scale"]) for name, v in res.random.items()})
         return Summary(target, meta["units"], n, seed, float(finite.mean()), float(finite.std(ddof=1)), pct, inputs,
                        int(n - finite.size))

@@ -23,8 +23,9 @@ def resolve(ctx: typer.Context, target: str,
             fallback: bool = typer.Option(False, "--fallback-on-invalid",
                                           help="Use another definition when an approximation's validity fails."),
             solve: bool = typer.Option(False, "--solve", help="Solve small groups of equations for missing roots."),
-            sample: list[str] = typer.Option([], "--sample", help="NAME~normal(mu, sd) | lognormal(median, sigma) "
-                                             "| uniform(low, high): Monte Carlo over this root."),
+            sample: list[str] = typer.Option([], "--sample", help="NAME~normal(mean, sd) | lognormal(median, sigma) "
+                                             "| uniform(low, high) | exponential(rate): Monte Carlo over this "
+                                             "root (and the stochastic relations in the cone)."),
             samples: int = typer.Option(10000, "--samples", help="Monte Carlo sample count."),
             seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
             as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:

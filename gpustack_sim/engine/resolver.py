@@ -10,20 +10,16 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.errors import InputError, ResolveError
 from gpustack_compiler.expressions import SympyBuilder, parse
+from gpustack_compiler.kinds import CONDITIONAL, CONSTRAINT, EXACT, KEYED, kind_of
+from gpustack_compiler.kinds.distributions import RandomValue
+from gpustack_compiler.kinds.evaluation import by_name, sympify
 from gpustack_compiler.source import GraphSource
 from gpustack_compiler.symbolic import symbol_for
 from gpustack_compiler.units import UnitSystem
 
 from .scenario import Scenario
-
-EXACT_KINDS = ("identity", "piecewise", "iterative", "differential", "stochastic")
-RK4_STEPS = 1000
-
-
-class ResolveError(InputError):
-    """The scenario cannot be resolved as asked (ambiguous or unknown selection)."""
 
 
 @dataclass
@@ -77,9 +73,11 @@ class Resolution:
     fallbacks: list[str] = field(default_factory=list)
     solved: dict[str, float] = field(default_factory=dict)
     symbolic: sympy.Basic | None = None  # the value in base units when it depends on missing roots
-    # Staged runs: intermediate variables whose large symbolic values were cut out of `symbolic` (which then
-    # names them as symbols), in dependency order; see Resolver.resolve_many(stage_limit=...).
-    stages: dict[str, sympy.Basic] = field(default_factory=dict)
+    # Intermediate variables that stand as their own symbol in `symbolic`, in dependency order: large
+    # symbolic values cut out (Resolver.resolve_many(stage_limit=...)) and, under Monte Carlo, the draws of
+    # stochastic relations.
+    stages: dict[str, sympy.Basic | RandomValue] = field(default_factory=dict)
+    random: dict[str, RandomValue] = field(default_factory=dict)  # stochastic relations in the trace
 
     @property
     def expression(self) -> str | None:
@@ -146,7 +144,10 @@ class Resolver:
     def select(self, var: str, defs: list[dict], variants: dict[str, str], modes: list[str] = ()) -> dict | None:
         if not defs:
             return None
-        exact = [d for d in defs if d["kind"] in EXACT_KINDS]
+        by_role: dict[str, list[dict]] = {}
+        for d in defs:
+            by_role.setdefault(kind_of(d).role, []).append(d)
+        exact = by_role.get(EXACT, [])
         if len(exact) == 1:
             return exact[0]
         if len(exact) > 1:
@@ -156,9 +157,9 @@ class Resolver:
             for d in defs:
                 if d.get("variant") == chosen or d["name"] == chosen:
                     return d
-            keys = sorted(d["variant"] for d in defs if d["kind"] == "variant")
+            keys = sorted(d["variant"] for d in by_role.get(KEYED, []))
             raise ResolveError(f"`{var}` has no variant `{chosen}`", f"choices: {', '.join(keys) or 'none'}")
-        vdefs = [d for d in defs if d["kind"] == "variant"]
+        vdefs = by_role.get(KEYED, [])
         by_mode = [d for d in vdefs if d["variant"] in modes]
         if len(by_mode) == 1:
             return by_mode[0]
@@ -168,23 +169,24 @@ class Resolver:
         if vdefs:
             keys = ", ".join(sorted(d["variant"] for d in vdefs))
             raise ResolveError(f"`{var}` needs a variant selection", f"--variant {var}=KEY with KEY one of: {keys}")
-        approx = [d for d in defs if d["kind"] == "approximation"]
+        approx = by_role.get(CONDITIONAL, [])
         if len(approx) == 1:
             return approx[0]
         raise ResolveError(f"`{var}` is ambiguous: {', '.join(d['name'] for d in approx)}",
                            f"--variant {var}=RELATION_NAME")
 
     # ---- resolution --------------------------------------------------------------------------
-    def resolve_many(self, targets: list[str], scenario: Scenario,
-                     stage_limit: int | None = None) -> dict[str, Resolution | ResolveError]:
+    def resolve_many(self, targets: list[str], scenario: Scenario, stage_limit: int | None = None,
+                     monte_carlo: bool = False) -> dict[str, Resolution | ResolveError]:
         """Several targets in one run, so shared upstream work is done once; each target gets the part of
         the trace in its own cone, or the error that stopped it.
 
         With `stage_limit`, a symbolic value larger than that many nodes is cut out and stands as its own
         symbol downstream (`Resolution.stages`): building one huge expression costs sympy seconds of
-        simplification that a numeric evaluation of the stages in order never needs."""
+        simplification that a numeric evaluation of the stages in order never needs. With `monte_carlo`, a
+        stochastic relation's variable is a stage too, to be drawn, instead of its distribution's mean."""
         subs = {t: self._subgraph(t) for t in targets}
-        run = _Run(self, _merge(list(subs.values())), scenario, False, stage_limit=stage_limit)
+        run = _Run(self, _merge(list(subs.values())), scenario, False, stage_limit=stage_limit, sampling=monte_carlo)
         values: dict[str, object] = {}
         for target in targets:
             try:
@@ -232,8 +234,9 @@ class Resolver:
         missing = {k: v for k, v in run.missing_meta().items() if k in depends}
         for name in depends & scenario.sampled:
             missing.pop(name, None)
+        random = {s.variable: run.randoms[s.variable] for s in trace if s.variable in run.randoms}
         res = Resolution(target, None, meta["scale"], meta["units"], trace, missing, run.checks, run.fallbacks, solved,
-                         stages=stages)
+                         stages=stages, random=random)
         if isinstance(value, float):
             res.value = value / meta["scale"]
         else:
@@ -242,13 +245,16 @@ class Resolver:
 
 
 class _Run:
-    """One resolution: values in base units (floats) or sympy expressions in missing roots."""
+    """One resolution: values in base units (floats) or sympy expressions in missing roots. It is the
+    evaluation context through which each relation kind evaluates its relations."""
 
     def __init__(self, resolver: Resolver, sub: dict, scenario: Scenario, fallback: bool,
-                 solved: dict[str, float] | None = None, stage_limit: int | None = None):
+                 solved: dict[str, float] | None = None, stage_limit: int | None = None, sampling: bool = False):
         self.r = resolver
         self.stage_limit = stage_limit
-        self.stages: dict[str, sympy.Basic] = {}
+        self.sampling = sampling
+        self.stages: dict[str, sympy.Basic | RandomValue] = {}
+        self.randoms: dict[str, RandomValue] = {}
         self.sub = sub
         self.scenario = scenario
         self.fallback = fallback
@@ -260,7 +266,7 @@ class _Run:
         self.solved: dict[str, float] = dict(solved or {})
         self.defs: dict[str, list[dict]] = {}
         for rel in sub["relations"].values():
-            if rel["kind"] != "constraint":
+            if kind_of(rel).role != CONSTRAINT:
                 self.defs.setdefault(rel["defines"], []).append(rel)
 
     def var_meta(self, name: str) -> dict:
@@ -285,17 +291,19 @@ class _Run:
             self.missing.add(name)
             self.values[name] = self.r.symbol(name)
             return self.values[name]
-        value, inputs, note = self.evaluate(rel)
-        if rel["kind"] == "approximation":
-            status = self.validity(rel)
-            if status == "violated" and self.fallback:
+        kind = kind_of(rel)
+        out = kind.evaluate(rel, self)
+        validity = kind.validity(rel, self)
+        if validity is not None:
+            self.checks.append(Check(rel["name"], "validity", *validity))
+            if validity[0] == "violated" and self.fallback:
                 alt = self.alternative(name, rel)
                 if alt is not None:
                     self.fallbacks.append(f"{name}: {rel['name']} -> {alt['name']}")
-                    value, inputs, note = self.evaluate(alt)
-                    note = f"fallback from {rel['name']} (validity violated)"
+                    out = kind_of(alt).evaluate(alt, self)
+                    out.note = f"fallback from {rel['name']} (validity violated)"
                     rel = alt
-        return self._record(name, rel["name"], rel["kind"], rel.get("variant"), inputs, value, note)
+        return self._record(name, rel["name"], rel["kind"], rel.get("variant"), out.inputs, out.value, out.note)
 
     def _record(self, name, rel, kind, variant, inputs, value, note):
         meta = self.var_meta(name)
@@ -318,102 +326,26 @@ class _Run:
         for rel in sorted(self.defs.get(name, []), key=lambda r: r["name"]):
             if rel["name"] == failed["name"]:
                 continue
-            if rel["kind"] != "approximation" or self.validity(rel, record=False) != "violated":
+            validity = kind_of(rel).validity(rel, self)
+            if validity is None or validity[0] != "violated":
                 return rel
         return None
 
-    # ---- evaluation --------------------------------------------------------------------------
-    def substitutions(self, names) -> dict:
-        return {self.r.symbol(n): self.value_of(n) for n in names}
+    # ---- the evaluation context of the relation kinds ------------------------------------------
+    def expr(self, rel: dict, label: str) -> sympy.Basic:
+        return self.r._expr(rel, label)
 
-    def evaluate(self, rel: dict):
-        kind = rel["kind"]
-        if kind == "piecewise":
-            return self.piecewise(rel)
-        inputs = {n: self.value_of(n) for n in rel["inputs"]}
-        subs = {self.r.symbol(n): v for n, v in inputs.items()}
-        note = None
-        if kind == "stochastic":
-            p = {k.split(".", 1)[1]: _num(self.r._expr(rel, k).xreplace(_sympify(subs))) for k in rel["parts"]}
-            value = _distribution_mean(rel["distribution"], p)
-        elif kind == "iterative":
-            value, note = self.iterate(rel, subs)
-        elif kind == "differential":
-            value, note = self.integrate(rel, subs)
-        else:
-            value = _num(_substitute(self.r._expr(rel, "expression"), _sympify(subs)))
-        return value, inputs, note
+    def symbol(self, name: str) -> sympy.Symbol:
+        return self.r.symbol(name)
 
-    def piecewise(self, rel: dict):
-        """Conditions first, then only the branch taken: a branch not taken asks for nothing."""
-        inputs: dict[str, object] = {}
-
-        def resolved(expr):
-            for sym in _by_name(expr.free_symbols):
-                if sym.name not in inputs:
-                    inputs[sym.name] = self.value_of(sym.name)
-            return _substitute(expr, _sympify({s: inputs[s.name] for s in expr.free_symbols}))
-
-        pieces, note = [], None
-        for i, piece in enumerate(rel["pieces"]):
-            cond = resolved(self.r._expr(rel, f"pieces[{i}].when")) if piece["when"] is not None else sympy.true
-            if cond is sympy.false:
-                continue
-            pieces.append((resolved(self.r._expr(rel, f"pieces[{i}].expression")), cond))
-            if cond is sympy.true:
-                note = f"piece {i + 1} of {len(rel['pieces'])}"
-                break
-        if not pieces or pieces[-1][1] is not sympy.true:
-            pieces.append((sympy.nan, sympy.true))
-        return _num(sympy.Piecewise(*pieces)), inputs, note
-
-    def iterate(self, rel: dict, subs: dict):
-        own = self.r.symbol(rel["defines"])
-        f = self.r._expr(rel, "expression").xreplace(_sympify(subs))
-        x = _num(self.r._expr(rel, "initial").xreplace(_sympify(subs)))
-        if not isinstance(x, float) or f.free_symbols - {own}:
-            return own, "iterative relation left symbolic: its inputs are not all known"
-        tol, limit = rel.get("tolerance", 1e-9), rel.get("max_iterations", 200)
-        fn = sympy.lambdify(own, f, modules="math")
-        for i in range(1, limit + 1):
-            nxt = float(fn(x))
-            if not math.isfinite(nxt):
-                raise ResolveError(f"{rel['name']}: the fixed-point iteration diverged at step {i}")
-            if abs(nxt - x) <= tol * max(abs(nxt), 1e-300):
-                return nxt, f"fixed point after {i} iterations"
-            x = nxt
-        raise ResolveError(f"{rel['name']}: no fixed point within {limit} iterations (last {x:g})")
-
-    def integrate(self, rel: dict, subs: dict):
-        """Classical RK4 from `start` to the value of `with_respect_to`."""
-        y_sym, t_sym = self.r.symbol(rel["defines"]), self.r.symbol(rel["with_respect_to"])
-        rhs = self.r._expr(rel, "expression").xreplace(_sympify({k: v for k, v in subs.items() if k != t_sym}))
-        y = _num(self.r._expr(rel, "initial").xreplace(_sympify(subs)))
-        t0 = _num(self.r._expr(rel, "start").xreplace(_sympify(subs)))
-        t1 = subs.get(t_sym)
-        if not all(isinstance(v, float) for v in (y, t0, t1)) or rhs.free_symbols - {y_sym, t_sym}:
-            return y_sym, "differential relation left symbolic: its inputs are not all known"
-        f = sympy.lambdify((t_sym, y_sym), rhs, modules="math")
-        h = (t1 - t0) / RK4_STEPS
-        t = t0
-        for _ in range(RK4_STEPS):
-            k1 = f(t, y)
-            k2 = f(t + h / 2, y + h * k1 / 2)
-            k3 = f(t + h / 2, y + h * k2 / 2)
-            k4 = f(t + h, y + h * k3)
-            y += h * (k1 + 2 * k2 + 2 * k3 + k4) / 6
-            t += h
-        return float(y), f"RK4, {RK4_STEPS} steps"
+    def random(self, name: str, value: RandomValue) -> sympy.Symbol | None:
+        self.randoms[name] = value
+        if not self.sampling:
+            return None
+        self.stages[name] = value
+        return self.r.symbol(name)
 
     # ---- checks ------------------------------------------------------------------------------
-    def validity(self, rel: dict, record: bool = True) -> str:
-        cond = self.r._expr(rel, "validity")
-        names = [s.name for s in _by_name(cond.free_symbols)]
-        status = _truth(cond.xreplace(_sympify(self.substitutions(names))))
-        if record:
-            self.checks.append(Check(rel["name"], "validity", status, rel["parts"]["validity"]))
-        return status
-
     def check_domain(self, name: str, value) -> None:
         if not isinstance(value, float):
             return
@@ -436,12 +368,10 @@ class _Run:
     def check_constraints(self) -> None:
         touched = set(self.values)
         for name, rel in sorted(self.sub["relations"].items()):
-            if rel["kind"] != "constraint" or not set(rel["constrains"]) & touched:
+            kind = kind_of(rel)
+            if kind.role != CONSTRAINT or not set(rel["constrains"]) & touched:
                 continue
-            expr = self.r._expr(rel, "expression")
-            status = _truth(expr.xreplace(_sympify({s: v for s in expr.free_symbols
-                                                    if (v := self.known(s.name)) is not None})))
-            self.checks.append(Check(name, "constraint", status, rel["parts"]["expression"]))
+            self.checks.append(Check(name, "constraint", *kind.check(rel, self)))
 
     def known(self, name: str):
         """A value without resolving anything new: evaluated, assigned, or a constant."""
@@ -469,13 +399,13 @@ class _Run:
         for name, assigned in sorted(self.scenario.assignments.items()):
             try:
                 rel = self.r.select(name, self.defs.get(name, []), self.scenario.variants, self.scenario.modes)
-                if rel is None or rel["kind"] not in ("identity", "variant"):
+                rhs = kind_of(rel).equation(rel, self) if rel is not None else None
+                if rhs is None:
                     continue
-                rhs = self.r._expr(rel, "expression")
-                subs = {s: self.value_of(s.name) for s in _by_name(rhs.free_symbols)}
+                subs = {s: self.value_of(s.name) for s in by_name(rhs.free_symbols)}
             except ResolveError:
                 continue  # a definition that cannot be evaluated pins nothing
-            eq = rhs.xreplace(_sympify(subs)) - assigned.value
+            eq = rhs.xreplace(sympify(subs)) - assigned.value
             free = {s.name for s in eq.free_symbols}
             if free and free <= wanted:
                 equations.append(eq)
@@ -490,22 +420,12 @@ class _Run:
         return {sym.name: float(val) for sym, val in real[0].items()}
 
 
-def _by_name(symbols) -> list:
-    """Symbols in name order: a set's order follows the per-process string hash, and the order in which
-    inputs are resolved is the order of the trace (and of the first error met)."""
-    return sorted(symbols, key=lambda s: s.name)
-
-
 def _merge(subgraphs: list[dict]) -> dict:
     merged = {"target": subgraphs[0]["target"], "variables": {}, "constants": {}, "relations": {}}
     for sub in subgraphs:
         for key in ("variables", "constants", "relations"):
             merged[key].update(sub[key])
     return merged
-
-
-def _sympify(subs: dict) -> dict:
-    return {k: (sympy.Float(v, 17) if isinstance(v, float) else v) for k, v in subs.items()}
 
 
 def _larger(expr, limit: int) -> bool:
@@ -516,7 +436,8 @@ def _larger(expr, limit: int) -> bool:
 
 
 def _free_names(value, stages: dict) -> tuple[set[str], set[str]]:
-    """Names a staged value finally depends on, and the stages it goes through."""
+    """Names a staged value finally depends on, and the stages it goes through (a drawn stage depends on
+    what its distribution's parameters depend on)."""
     names, used, todo = set(), set(), [value]
     while todo:
         for sym in todo.pop().free_symbols:
@@ -527,52 +448,6 @@ def _free_names(value, stages: dict) -> tuple[set[str], set[str]]:
             else:
                 names.add(sym.name)
     return names, used
-
-
-def _substitute(expr, subs: dict):
-    """`xreplace`, except that a Min or Max whose arguments stay symbolic is built unevaluated: sympy's
-    pairwise search for dominated arguments costs more than it saves when the result is lambdified."""
-    if expr in subs:
-        return subs[expr]
-    if not expr.args:
-        return expr
-    args = [_substitute(a, subs) for a in expr.args]
-    if all(new is old for new, old in zip(args, expr.args)):
-        return expr
-    if expr.func in (sympy.Min, sympy.Max) and not all(a.is_number for a in args):
-        return expr.func(*args, evaluate=False)
-    return expr.func(*args)
-
-
-def _num(expr):
-    """A float when the expression is a real number, else the (symbolic) expression."""
-    if isinstance(expr, float):
-        return expr
-    if expr.is_number:
-        v = complex(expr.evalf(17))
-        if abs(v.imag) > 1e-12 * max(1.0, abs(v.real)):
-            raise ResolveError(f"a relation evaluated to a complex number ({v})")
-        return float(v.real)
-    return expr
-
-
-def _truth(expr) -> str:
-    if expr is sympy.true or expr is True:
-        return "satisfied"
-    if expr is sympy.false or expr is False:
-        return "violated"
-    return "undetermined"
-
-
-def _distribution_mean(dist: str, p: dict):
-    if dist == "normal":
-        return p["mean"]
-    if dist == "lognormal":
-        return p["median"] * (math.exp(p["sigma"] ** 2 / 2) if isinstance(p["sigma"], float)
-                              else sympy.exp(p["sigma"] ** 2 / 2))
-    if dist == "uniform":
-        return (p["low"] + p["high"]) / 2
-    return 1 / p["rate"]
 
 
 def _show(value, scale: float):

@@ -50,19 +50,21 @@ class ScenarioBuilder:
             raise InputError(f"{origin}: unknown variable `{name}`", did_you_mean(name, self.source.names()))
         return var
 
-    def quantity(self, name: str, value, origin: str) -> Assigned:
-        """Convert `value` ('0.5 kW', a bare number in the declared unit) to base units for `name`."""
+    def quantity(self, name: str, value, origin: str, power: int = 1) -> Assigned:
+        """Convert `value` ('0.5 kW', a bare number in the declared unit) to base units for `name`; with
+        `power`, a quantity in that power of the variable's unit (a rate per unit of it: -1, a
+        dimensionless spread: 0), as a distribution's parameter may be."""
         var = self.variable(name, origin)
+        units = {1: var["units"], 0: "1"}.get(power, f"({var['units']})**{power}")
         try:
-            q = parse_quantity(value, var["units"])
+            q = parse_quantity(value, units)
             unit = self.units.parse(q.units)
         except (UnitError, ValueError) as exc:
             raise InputError(f"{origin}: `{name}`: {exc}") from None
-        declared = self.units.parse(var["units"])
-        if unit.dim != declared.dim:
-            raise InputError(f"{origin}: `{name}` is in {var['units']} "
-                             f"({self.units.format_dim(declared.dim)}); {q.units!r} is "
-                             f"{self.units.format_dim(unit.dim)}")
+        wanted = self.units.parse(units)
+        if unit.dim != wanted.dim:
+            raise InputError(f"{origin}: `{name}` takes {units} ({self.units.format_dim(wanted.dim)}); "
+                             f"{q.units!r} is {self.units.format_dim(unit.dim)}")
         return Assigned(q.value * unit.scale, origin, f"{q.value:g}" + (f" {q.units}" if q.units != "1" else ""))
 
     def build(self, presets: Sequence[str] = (), assign: Mapping[str, object] | None = None,
