@@ -7,8 +7,11 @@ Graph model (data flows along the arrows)::
     (:Variable|:Relation)-[:IN_SYSTEM]->(:System)
     (:Variable|:Relation|:Constant)-[:CITES]->(:Reference)
     (:Build {manifest_hash, catalog_hash, compiled_at, catalog_commit, ...})   one per compile
+    (:Table {name, json})   every other top-level part of the manifest (units, presets, variant keys, ...)
 
-plus the labels `:Root` and `:Leaf` on variables. Every node and relationship carries the marker
+plus the labels `:Root` and `:Leaf` on variables. The tables make the graph a complete source: the
+engine reads them back (Neo4jSource.tables) instead of compiling a catalog. They are stored whole, by
+top-level key, so a part added to the manifest later is loaded without a change here. Every node and relationship carries the marker
 property `gpustack_load` (the id of the compile that wrote it); nodes without it are foreign.
 
 Atomicity: constraints and indexes are created first when missing (schema changes cannot share a
@@ -35,6 +38,7 @@ from pathlib import Path
 
 from .. import manifest as mf
 from ..errors import InfrastructureError, InputError
+from ..source import GRAPH_PARTS
 from .conn import MARKER, RELATION_KIND_LABELS, Neo4jSettings, driver, query, render, statements, translate
 
 BATCH_SIZE = 2000
@@ -149,6 +153,11 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             "file": r.get("file"), "line": r.get("line"), "record": _record(r), MARKER: load})})
     p.relations = sorted(by_kind.items())
 
+    # Key order kept (no sort_keys): the tables read back are the manifest's own, order included.
+    p.nodes.append(("Table", [{"name": k, "props": {"name": k, "json": json.dumps(v, ensure_ascii=False),
+                                                    MARKER: load}}
+                              for k, v in sorted(manifest.items()) if k not in GRAPH_PARTS]))
+
     p.labels.append(("Variable", "Root", [n for n, v in sorted(variables.items()) if v.get("is_root")]))
     p.labels.append(("Variable", "Leaf", [n for n, v in sorted(variables.items()) if v.get("is_leaf")]))
 
@@ -192,13 +201,12 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
     p.edges = sorted(edges.items())
 
     build = dict(build or {})
-    st = manifest.get("stats") or {}
     p.build = _clean({
         "name": "build", "schema_version": manifest.get("schema_version"), "catalog_hash": manifest.get("catalog_hash"),
         "headline_targets": list(manifest.get("headline_targets", [])),
         "variables": len(variables), "constants": len(constants), "relations": len(relations),
         "references": len(references), "systems": len(systems), "presets": len(manifest.get("presets", {})),
-        "stats": json.dumps(st, sort_keys=True) if st else None, **build, MARKER: load})
+        **build, MARKER: load})
     return p
 
 

@@ -93,14 +93,14 @@ def build_scenario(scenarios: ScenarioBuilder, run: RunSpec) -> Scenario:
 def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, samples: int, seed: int,
              extra: list[str] = ()) -> Estimate:
     scenario = build_scenario(scenarios, run)
-    available = [(label, t) for label, t in FIGURES if resolver.source.variable(t) is not None]
-    targets = [t for _, t in available] + [p for p in MEMORY_PARTS if resolver.source.variable(p) is not None]
+    available = [(label, t) for label, t in FIGURES if resolver.variable(t) is not None]
+    targets = [t for _, t in available] + [p for p in MEMORY_PARTS if resolver.variable(p) is not None]
     point = resolver.resolve_many(targets, scenario)
     dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
     bands = intervals(resolver, scenario, targets, dists, samples, seed) if dists else {}
     figures, known = [], {}
     for label, target in available:
-        meta = resolver.source.variable(target)
+        meta = resolver.variable(target)
         fig = Figure(label, target, meta["units"])
         res = point[target]
         if isinstance(res, ResolveError):
@@ -112,7 +112,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, sampl
             fig.leaves_out = _boundaries(resolver, res, known)
         figures.append(fig)
     memory = _memory(point, resolver)
-    uncertain = {d.name: d.describe(resolver.source.variable(d.name)["scale"]) for d in dists}
+    uncertain = {d.name: d.describe(resolver.variable(d.name)["scale"]) for d in dists}
     return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,
                     samples if dists else 0, seed,
                     {t: r for t, r in point.items() if isinstance(r, Resolution)})
@@ -145,7 +145,7 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
     for target, res in symbolic.items():
         if isinstance(res, ResolveError) or res.missing:
             continue
-        scale = resolver.source.variable(target)["scale"]
+        scale = resolver.variable(target)["scale"]
         if res.value is not None:
             out[target] = {p: res.value for p in (5, 50, 95)}
             continue
@@ -167,8 +167,8 @@ def _memory(point: dict, resolver: Resolver) -> dict:
     used, cap = point.get("par.memory.per_gpu"), point.get("mem.hbm.capacity")
     if not isinstance(used, Resolution) or not isinstance(cap, Resolution) or cap.value is None:
         return {"status": "unknown"}
-    scale = resolver.source.variable("par.memory.per_gpu")["scale"]
-    capacity = cap.value * resolver.source.variable(cap.target)["scale"]
+    scale = resolver.variable("par.memory.per_gpu")["scale"]
+    capacity = cap.value * resolver.variable(cap.target)["scale"]
     parts = {p: {"value": point[p].value, "units": point[p].units, "missing": sorted(point[p].missing)}
              for p in MEMORY_PARTS if isinstance(point.get(p), Resolution)}
     out = {"per_gpu_units": used.units, "capacity": cap.value, "capacity_units": cap.units, "breakdown": parts}

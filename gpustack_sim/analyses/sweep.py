@@ -111,7 +111,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: di
             notes.append("memory fit judged before runtime buffers (par.memory.buffers has no source)")
         elif res.missing:
             raise InputError(f"sweep: {name} still needs {', '.join(sorted(res.missing))}", "add them to a preset")
-        scale = resolver.source.variable(name)["scale"]
+        scale = resolver.variable(name)["scale"]
         if res.value is not None:
             values[name] = np.full(n, res.value * scale)
         else:
@@ -126,14 +126,14 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, run: RunSpec, grid: di
         if new.any():
             rejected[reason] = int(new.sum())
         valid &= ~mask
-    scale = resolver.source.variable(target)["scale"]
+    scale = resolver.variable(target)["scale"]
     score = values[target] / scale
     order = np.flatnonzero(valid)
     order = order[np.argsort(-score[order] if sense == "max" else score[order], kind="stable")][:top]
     rows = [{**{k: (int(columns[k][i]) if k != "recompute" else _recompute_name(columns[k][i])) for k in AXES},
              objective: float(score[i]),
              "memory_per_gpu_GB": float(values[MEMORY[0]][i] / 8e9)} for i in order]
-    return SweepResult(objective, target, resolver.source.variable(target)["units"], n, int(valid.sum()),
+    return SweepResult(objective, target, resolver.variable(target)["units"], n, int(valid.sum()),
                        rejected, rows, time.perf_counter() - start, notes)
 
 

@@ -158,7 +158,7 @@ class MonteCarlo:
 
     def compile(self, target: str, scenario: Scenario, sampled: list[str]):
         """The target as a numpy function of the sampled roots (in base units), plus the resolution."""
-        if self.resolver.source.variable(target) is None:
+        if self.resolver.variable(target) is None:
             raise InputError(f"unknown variable `{target}`")
         held = scenario.holding(sampled)
         res = self.resolver.resolve_many([target], held, stage_limit=STAGE_LIMIT)[target]
@@ -168,7 +168,7 @@ class MonteCarlo:
         if others:
             raise InputError(f"{target} still depends on unassigned roots: {', '.join(others)}",
                              "assign them or sample them too")
-        meta = self.resolver.source.variable(target)
+        meta = self.resolver.variable(target)
         if res.value is not None:
             return (lambda *arrays: np.full(len(arrays[0]) if arrays else 1, res.value * meta["scale"])), res
         symbols = [self.resolver.symbol(n) for n in sampled]
@@ -184,12 +184,12 @@ class MonteCarlo:
         rng = np.random.Generator(np.random.PCG64(seed))
         draws = [d.draw(rng, n) for d in dists]
         values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (n,))
-        meta = self.resolver.source.variable(target)
+        meta = self.resolver.variable(target)
         shown = values / meta["scale"]
         finite = shown[np.isfinite(shown)]
         if finite.size == 0:
             raise InputError(f"no finite value of {target} in {n} samples")
         pct = percentiles(finite)
-        inputs = {d.name: d.describe(self.resolver.source.variable(d.name)["scale"]) for d in dists}
+        inputs = {d.name: d.describe(self.resolver.variable(d.name)["scale"]) for d in dists}
         return Summary(target, meta["units"], n, seed, float(finite.mean()), float(finite.std(ddof=1)), pct, inputs,
                        int(n - finite.size))
