@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, compile_catalog, run_cli
+from gpustack_compiler.neo4j.load import plan
+from gpustack_compiler.source import GRAPH_PARTS
 from helpers import mini_catalog
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -79,6 +81,11 @@ def test_compile_into_neo4j_builds_the_graph_model(neo4j_db, gpustack_cli, mini:
     assert names(neo4j_db, "Root") == {n for n, v in manifest["variables"].items() if v["is_root"]}
     assert names(neo4j_db, "Leaf") == {n for n, v in manifest["variables"].items() if v["is_leaf"]}
     assert names(neo4j_db, "Identity") == {n for n, r in manifest["relations"].items() if r["kind"] == "identity"}
+    # and every other top-level part of the manifest as a table, stored whole
+    tables = {r["name"]: json.loads(r["json"]) for r in neo4j_db.run("MATCH (t:Table) RETURN t.name AS name, "
+                                                                    "t.json AS json")}
+    assert tables == {k: v for k, v in manifest.items() if k not in GRAPH_PARTS}
+    assert {"units", "presets", "variant_keys", "references"} <= set(tables)
 
     # properties Browser shows on click
     [v] = neo4j_db.run("MATCH (v:Variable {name: 'training.t_compute'}) RETURN properties(v) AS p")
@@ -100,6 +107,12 @@ def test_compile_into_neo4j_builds_the_graph_model(neo4j_db, gpustack_cli, mini:
     assert neo4j_db.run("MATCH (:Relation {name: 'training.t_step.sum'})-[:CITES]->(r:Reference) RETURN r.name AS r") \
         == [{"r": "narayanan2021_megatron"}]
     assert "loaded into Neo4j at" in compile_neo4j(gpustack_cli, mini, build).stdout
+
+
+def test_a_new_table_needs_no_loader_change(real_manifest: dict) -> None:
+    later = {**real_manifest, "run_bindings": {"gpus": "par.gpus"}}  # a part the manifest may grow
+    [rows] = [rows for label, rows in plan(later).nodes if label == "Table"]
+    assert {r["name"]: json.loads(r["props"]["json"]) for r in rows}["run_bindings"] == {"gpus": "par.gpus"}
 
 
 def test_constraints_kinds_and_commit(neo4j_db, real_manifest: dict) -> None:

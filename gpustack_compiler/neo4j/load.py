@@ -96,7 +96,7 @@ def _clean(props: dict) -> dict:
     return out
 
 
-def _record(rec: dict) -> str:
+def _record(rec: object) -> str:
     return json.dumps(rec, sort_keys=True, ensure_ascii=False)
 
 
@@ -153,9 +153,8 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             "file": r.get("file"), "line": r.get("line"), "record": _record(r), MARKER: load})})
     p.relations = sorted(by_kind.items())
 
-    # Key order kept (no sort_keys): the tables read back are the manifest's own, order included.
-    p.nodes.append(("Table", [{"name": k, "props": {"name": k, "json": json.dumps(v, ensure_ascii=False),
-                                                    MARKER: load}}
+    # Keys sorted as in build/manifest.json: some outputs follow a table's key order (a preset's targets).
+    p.nodes.append(("Table", [{"name": k, "props": {"name": k, "json": _record(v), MARKER: load}}
                               for k, v in sorted(manifest.items()) if k not in GRAPH_PARTS]))
 
     p.labels.append(("Variable", "Root", [n for n, v in sorted(variables.items()) if v.get("is_root")]))
