@@ -127,8 +127,15 @@ def test_constraints_kinds_and_commit(neo4j_db, real_manifest: dict) -> None:
     for kind in {r["kind"] for r in real_manifest["relations"].values()}:
         label = kind.capitalize()
         assert names(neo4j_db, label) == {n for n, r in real_manifest["relations"].items() if r["kind"] == kind}
+    # presets for Browser: each assignment as the preset gives it, on an ASSIGNS relationship
+    got = neo4j_db.run("MATCH (p:Preset) OPTIONAL MATCH (p)-[a:ASSIGNS]->(v:Variable) "
+                       "RETURN p.name AS p, collect([v.name, a.value]) AS assigned")
+    expected = {n: {v: a["value"] if isinstance(a, dict) else a for v, a in p["assignments"].items()}
+                for n, p in real_manifest["presets"].items()}
+    assert {g["p"]: {v: value for v, value in g["assigned"] if v is not None} for g in got} == expected
     schema = {r["name"] for r in neo4j_db.run("SHOW CONSTRAINTS YIELD name")}
-    assert {"gpustack_variable_name", "gpustack_relation_name", "gpustack_constant_name"} <= schema
+    assert {"gpustack_variable_name", "gpustack_relation_name", "gpustack_constant_name", "gpustack_preset_name",
+            "gpustack_table_name"} <= schema
 
 
 def test_idempotent_and_renamed_entries_disappear(neo4j_db, gpustack_cli, mini: Path, tmp_path: Path) -> None:

@@ -35,9 +35,9 @@ RELATION_KIND_LABELS = {
     "constraint": "Constraint", "piecewise": "Piecewise", "iterative": "Iterative",
     "differential": "Differential", "stochastic": "Stochastic",
 }
-NODE_LABELS = frozenset({"Variable", "Constant", "Relation", "System", "Reference", "Table", "Build", "Root",
-                         "Leaf", *RELATION_KIND_LABELS.values()})
-REL_TYPES = frozenset({"FEEDS", "DEFINES", "CONSTRAINS", "IN_SYSTEM", "CITES"})
+NODE_LABELS = frozenset({"Variable", "Constant", "Relation", "System", "Reference", "Preset", "Table", "Build",
+                         "Root", "Leaf", *RELATION_KIND_LABELS.values()})
+REL_TYPES = frozenset({"FEEDS", "DEFINES", "CONSTRAINS", "IN_SYSTEM", "CITES", "ASSIGNS"})
 MARKER = "gpustack_load"  # property on every node and relationship the compiler writes
 
 

@@ -6,13 +6,16 @@ Graph model (data flows along the arrows)::
     (:Relation:Constraint)-[:CONSTRAINS]->(:Variable|:Constant)
     (:Variable|:Relation)-[:IN_SYSTEM]->(:System)
     (:Variable|:Relation|:Constant)-[:CITES]->(:Reference)
+    (:Preset)-[:ASSIGNS {value, units, sd, ...}]->(:Variable)   for Browser (the engine reads the table)
     (:Build {manifest_hash, catalog_hash, compiled_at, catalog_commit, ...})   one per compile
     (:Table {name, json})   every other top-level part of the manifest (units, presets, variant keys, ...)
 
-plus the labels `:Root` and `:Leaf` on variables. The tables make the graph a complete source: the
-engine reads them back (Neo4jSource.tables) instead of compiling a catalog. They are stored whole, by
-top-level key, so a part added to the manifest later is loaded without a change here. Every node and relationship carries the marker
+plus the labels `:Root` and `:Leaf` on variables. Every node and relationship carries the marker
 property `gpustack_load` (the id of the compile that wrote it); nodes without it are foreign.
+
+The tables make the graph a complete source: the engine reads them back (Neo4jSource.tables) instead
+of compiling a catalog. They are stored whole, by top-level key, so a part added to the manifest
+later is loaded without a change here.
 
 Atomicity: constraints and indexes are created first when missing (schema changes cannot share a
 transaction with data). Then ONE explicit transaction MERGEs every node and relationship in batches
@@ -57,7 +60,7 @@ class Plan:
     nodes: list[tuple[str, list[dict]]] = field(default_factory=list)       # (label, rows)
     relations: list[tuple[str, list[dict]]] = field(default_factory=list)   # (kind label, rows)
     labels: list[tuple[str, str, list[str]]] = field(default_factory=list)  # (node label, extra label, names)
-    edges: list[tuple[str, list[dict]]] = field(default_factory=list)  # (type, [{a: (label, name), b: ...}])
+    edges: list[tuple[str, list[dict]]] = field(default_factory=list)  # (type, [{a: (label, name), b, props}])
     build: dict = field(default_factory=dict)
 
     @property
@@ -132,6 +135,12 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             "root_note": root.get("note"), "file": v.get("file"), "line": v.get("line"),
             "record": _record(v), MARKER: load})})
     p.nodes.append(("Variable", var_rows))
+    presets = manifest.get("presets", {})
+    p.nodes.append(("Preset", [{"name": n, "props": _clean({
+        "name": n, "description": x.get("description"), "provenance": x.get("provenance"), "source": x.get("source"),
+        "variants": x.get("variants"), "modes": x.get("modes"), "targets": x.get("targets"),
+        "references": x.get("references") or [], "file": x.get("file"), "line": x.get("line"), MARKER: load})}
+        for n, x in sorted(presets.items())]))
     p.nodes.append(("Constant", [{"name": n, "props": _clean({
         "name": n, "value": c.get("value"), "units": c.get("units"), "si_value": c.get("si_value"),
         "dimension": dimension_text(c.get("dimension") or {}, order), "description": c.get("description"),
@@ -169,8 +178,8 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
 
     edges: dict[str, list[dict]] = {}
 
-    def add(kind: str, src_label: str, src: str, dst_label: str, dst: str) -> None:
-        edges.setdefault(kind, []).append({"a": (src_label, src), "b": (dst_label, dst)})
+    def add(kind: str, src_label: str, src: str, dst_label: str, dst: str, props: dict | None = None) -> None:
+        edges.setdefault(kind, []).append({"a": (src_label, src), "b": (dst_label, dst), "props": props or {}})
 
     for e in manifest.get("edges", []):
         kind, src, dst = e["type"], e["source"], e["target"]
@@ -197,6 +206,12 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             for key in dict.fromkeys(x.get("references") or []):
                 if key in references:
                     add("CITES", label, n, "Reference", key)
+    for n, x in sorted(presets.items()):
+        for var, value in sorted(x.get("assignments", {}).items()):
+            if var not in variables:
+                raise LoadError(f"preset `{n}` assigns `{var}`, which is not a variable")
+            # '500 W' or a number as written; a sourced value's fields (value, units, sd, reference) as they are
+            add("ASSIGNS", "Preset", n, "Variable", var, _clean(value if isinstance(value, dict) else {"value": value}))
     p.edges = sorted(edges.items())
 
     build = dict(build or {})
@@ -326,7 +341,7 @@ def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress 
             run(f"{node}:{label}", render("load_label", node=node, label=label), names, key="names")
         for rel_type, rows in p.edges:
             try:
-                by_id = [{"a": ids[row["a"]], "b": ids[row["b"]]} for row in rows]
+                by_id = [{"a": ids[row["a"]], "b": ids[row["b"]], "props": row["props"]} for row in rows]
             except KeyError as exc:
                 raise LoadError(f"{rel_type}: no node {exc.args[0]} was written") from None
             run(f"[:{rel_type}]", render("load_edges", type=rel_type), by_id)
