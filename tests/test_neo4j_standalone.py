@@ -20,6 +20,7 @@ COMMANDS = {
     "show": ("show", "econ.cost.per_token"),
     "stats": ("stats",),
     "scenario report": ("scenario", "report", "dense_training_cost_fixture"),
+    "presets list": ("presets", "list"),
 }
 TIMINGS = {"seconds"}  # wall time of the command itself, not an answer
 
