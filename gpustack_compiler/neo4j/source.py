@@ -1,7 +1,8 @@
 """The graph source that answers from Neo4j with the fixed Cypher of `queries/`.
 
 Same protocol and the same answers as `ManifestSource` (tests hold them to it): records come back
-as the manifest's own JSON (stored on each node as `record`), cones and root debt are computed by
+as the manifest's own JSON (stored on each node as `record`), the tables (units, presets, variant
+keys, ...) from the `:Table` nodes, so no catalog is needed; cones and root debt are computed by
 Cypher in the database.
 """
 
