@@ -6,6 +6,7 @@ Two implementations answer it: the manifest in memory (networkx, the embedded de
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from . import manifest as mf
@@ -18,6 +19,7 @@ from .stats import compute_stats
 class GraphSource(Protocol):
     def names(self) -> list[str]: ...
     def variable(self, name: str) -> dict | None: ...
+    def variables(self, names: Iterable[str]) -> dict[str, dict]: ...
     def relation(self, name: str) -> dict | None: ...
     def constant(self, name: str) -> dict | None: ...
     def cone(self, name: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]: ...
@@ -53,6 +55,11 @@ class ManifestSource:
 
     def variable(self, name: str) -> dict | None:
         return self.manifest["variables"].get(name)
+
+    def variables(self, names: Iterable[str]) -> dict[str, dict]:
+        """The records of those of `names` that are variables, in one call (one query for Neo4j)."""
+        known = self.manifest["variables"]
+        return {n: known[n] for n in names if n in known}
 
     def relation(self, name: str) -> dict | None:
         return self.manifest["relations"].get(name)

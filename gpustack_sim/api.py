@@ -47,9 +47,9 @@ class Engine:
     """A graph source (the compiled manifest, or Neo4j) with its tables, the catalog's bindings read from them,
     a scenario builder and a resolver."""
 
-    def __init__(self, source: GraphSource, tables: dict | None = None):
+    def __init__(self, source: GraphSource):
         self.source = source
-        self.tables = tables if tables is not None else source.tables()
+        self.tables = source.tables()
         self.units = UnitSystem.from_manifest(self.tables["units"])
         self.facts = Facts(self.tables)
         self.scenarios = ScenarioBuilder(source, self.tables, self.units)
@@ -78,12 +78,12 @@ class Engine:
 
     @classmethod
     def from_neo4j(cls, uri: str | None = None, user: str | None = None, password: str | None = None,
-                   database: str | None = None, tables: dict | None = None) -> Engine:
-        """The engine over a graph loaded into Neo4j (`gpustack compile --neo4j`); NEO4J_* variables
-        fill in what is not given."""
+                   database: str | None = None) -> Engine:
+        """The engine over a graph loaded into Neo4j (`gpustack compile --neo4j`), tables included: no
+        catalog is needed. NEO4J_* variables fill in what is not given."""
         from gpustack_compiler.neo4j.source import Neo4jSource
 
-        return cls(Neo4jSource.from_env(uri, user, password, database), tables)
+        return cls(Neo4jSource.from_env(uri, user, password, database))
 
     # ---- names and scenarios ---------------------------------------------------------------
     def variable(self, name: str) -> dict:

@@ -16,7 +16,8 @@ BLOCKS = re.findall(r"```cypher\n(.*?)```", DOC.read_text(encoding="utf-8"), re.
 MUST_FIND = ("MATCH (b:Build)", "MATCH (n)", "MATCH p = (t:Variable {name: 'econ.cost.per_token'})",
              "MATCH (t:Variable {name: 'econ.cost.per_token'})<-[:FEEDS|DEFINES*0..]-(x)",
              "MATCH (r:Root)", "MATCH (r:Root {family:", "MATCH (r:Variant)-[:DEFINES]->(v:Variable)",
-             "MATCH (:Variable {name: 'mem.hbm.bandwidth'})-[:FEEDS]->", "MATCH (c:Constraint)-[:CONSTRAINS]->")
+             "MATCH (:Variable {name: 'mem.hbm.bandwidth'})-[:FEEDS]->", "MATCH (c:Constraint)-[:CONSTRAINS]->",
+             "MATCH (p:Preset)-[a:ASSIGNS]->")
 
 
 def operators(plan) -> list[str]:

@@ -17,6 +17,7 @@ from helpers import mini_catalog
 
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.neo4j.source import Neo4jSource
+from gpustack_compiler.source import GRAPH_PARTS
 
 HOSTILE = [
     "}) DETACH DELETE n //",
@@ -52,14 +53,17 @@ def hostile_manifest(tmp_path: Path) -> dict:
         c["description"] = HOSTILE[i % len(HOSTILE)]
     for s in m["systems"].values():
         s["description"] = HOSTILE[0]
+    m[HOSTILE[1]] = list(HOSTILE)  # a table: its name and its content
     return m
 
 
 def test_hostile_strings_travel_as_parameters(neo4j_db, tmp_path: Path) -> None:
     manifest = hostile_manifest(tmp_path)
     result = neo4j_db.load(manifest)
+    tables = {k: v for k, v in manifest.items() if k not in GRAPH_PARTS}
     expected_nodes = (len(manifest["variables"]) + len(manifest["constants"]) + len(manifest["relations"])
-                      + len(manifest["systems"]) + len(manifest["references"]) + 1)
+                      + len(manifest["systems"]) + len(manifest["references"]) + len(manifest["presets"])
+                      + len(tables) + 1)
     assert neo4j_db.counts()["nodes"] == result["nodes"] == expected_nodes  # nothing deleted, nothing extra
     with Neo4jSource(neo4j_db.settings) as neo:
         for name, v in manifest["variables"].items():
@@ -68,6 +72,7 @@ def test_hostile_strings_travel_as_parameters(neo4j_db, tmp_path: Path) -> None:
             assert neo.relation(name) == r
         for name, c in manifest["constants"].items():
             assert neo.constant(name) == c
+        assert neo.tables() == tables
         # stored as properties too, byte for byte
         for row in neo4j_db.run("MATCH (v:Variable) RETURN v.name AS name, v.description AS d, v.units AS u"):
             v = manifest["variables"][row["name"]]

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, compile_catalog, run_cli
+from gpustack_compiler.neo4j.load import plan
+from gpustack_compiler.source import GRAPH_PARTS
 from helpers import mini_catalog
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -79,6 +81,11 @@ def test_compile_into_neo4j_builds_the_graph_model(neo4j_db, gpustack_cli, mini:
     assert names(neo4j_db, "Root") == {n for n, v in manifest["variables"].items() if v["is_root"]}
     assert names(neo4j_db, "Leaf") == {n for n, v in manifest["variables"].items() if v["is_leaf"]}
     assert names(neo4j_db, "Identity") == {n for n, r in manifest["relations"].items() if r["kind"] == "identity"}
+    # and every other top-level part of the manifest as a table, stored whole
+    tables = {r["name"]: json.loads(r["json"]) for r in neo4j_db.run("MATCH (t:Table) RETURN t.name AS name, "
+                                                                    "t.json AS json")}
+    assert tables == {k: v for k, v in manifest.items() if k not in GRAPH_PARTS}
+    assert {"units", "presets", "variant_keys", "references"} <= set(tables)
 
     # properties Browser shows on click
     [v] = neo4j_db.run("MATCH (v:Variable {name: 'training.t_compute'}) RETURN properties(v) AS p")
@@ -102,6 +109,12 @@ def test_compile_into_neo4j_builds_the_graph_model(neo4j_db, gpustack_cli, mini:
     assert "loaded into Neo4j at" in compile_neo4j(gpustack_cli, mini, build).stdout
 
 
+def test_a_new_table_needs_no_loader_change(real_manifest: dict) -> None:
+    later = {**real_manifest, "run_bindings": {"gpus": "par.gpus"}}  # a part the manifest may grow
+    [rows] = [rows for label, rows in plan(later).nodes if label == "Table"]
+    assert {r["name"]: json.loads(r["props"]["json"]) for r in rows}["run_bindings"] == {"gpus": "par.gpus"}
+
+
 def test_constraints_kinds_and_commit(neo4j_db, real_manifest: dict) -> None:
     neo4j_db.load(real_manifest, catalog=REPO / "catalog")
     [b] = neo4j_db.run("MATCH (b:Build) RETURN b.catalog_commit AS commit")
@@ -114,8 +127,15 @@ def test_constraints_kinds_and_commit(neo4j_db, real_manifest: dict) -> None:
     for kind in {r["kind"] for r in real_manifest["relations"].values()}:
         label = kind.capitalize()
         assert names(neo4j_db, label) == {n for n, r in real_manifest["relations"].items() if r["kind"] == kind}
+    # presets for Browser: each assignment as the preset gives it, on an ASSIGNS relationship
+    got = neo4j_db.run("MATCH (p:Preset) OPTIONAL MATCH (p)-[a:ASSIGNS]->(v:Variable) "
+                       "RETURN p.name AS p, collect([v.name, a.value]) AS assigned")
+    expected = {n: {v: a["value"] if isinstance(a, dict) else a for v, a in p["assignments"].items()}
+                for n, p in real_manifest["presets"].items()}
+    assert {g["p"]: {v: value for v, value in g["assigned"] if v is not None} for g in got} == expected
     schema = {r["name"] for r in neo4j_db.run("SHOW CONSTRAINTS YIELD name")}
-    assert {"gpustack_variable_name", "gpustack_relation_name", "gpustack_constant_name"} <= schema
+    assert {"gpustack_variable_name", "gpustack_relation_name", "gpustack_constant_name", "gpustack_preset_name",
+            "gpustack_table_name"} <= schema
 
 
 def test_idempotent_and_renamed_entries_disappear(neo4j_db, gpustack_cli, mini: Path, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from conftest import loaded_db
 
 from gpustack_compiler.neo4j.conn import query
 from gpustack_compiler.neo4j.source import Neo4jSource
-from gpustack_compiler.source import ManifestSource
+from gpustack_compiler.source import GRAPH_PARTS, ManifestSource
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +117,15 @@ def test_root_debt_tables(sources) -> None:
 def test_stats(sources) -> None:
     neo, mem, _ = sources
     assert neo.stats() == mem.stats()
+
+
+def test_tables_and_batched_records(sources) -> None:
+    neo, mem, manifest = sources
+    assert neo.tables() == mem.tables()
+    assert set(neo.tables()) == set(manifest) - GRAPH_PARTS
+    names = [*manifest["variables"], "econ.cost.per_token.nope", *manifest["constants"]]
+    assert neo.variables(names) == mem.variables(names) == manifest["variables"]
+    assert neo.variables([]) == {}
 
 
 @pytest.mark.parametrize("args", [

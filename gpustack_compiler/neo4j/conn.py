@@ -30,8 +30,9 @@ ACQUIRE_TIMEOUT = 5.0  # seconds for a connection from the pool, all included: w
 logging.getLogger("neo4j").addHandler(logging.NullHandler())
 
 # Labels and relationship types the compiler writes: the only ones ever put into query text.
-NODE_LABELS = frozenset({"Variable", "Constant", "Relation", "System", "Reference", "Build", "Root", "Leaf"})
-REL_TYPES = frozenset({"FEEDS", "DEFINES", "CONSTRAINS", "IN_SYSTEM", "CITES"})
+NODE_LABELS = frozenset({"Variable", "Constant", "Relation", "System", "Reference", "Preset", "Table", "Build",
+                         "Root", "Leaf"})
+REL_TYPES = frozenset({"FEEDS", "DEFINES", "CONSTRAINS", "IN_SYSTEM", "CITES", "ASSIGNS"})
 MARKER = "gpustack_load"  # property on every node and relationship the compiler writes
 
 

@@ -6,10 +6,16 @@ Graph model (data flows along the arrows)::
     (:Relation:Constraint)-[:CONSTRAINS]->(:Variable|:Constant)
     (:Variable|:Relation)-[:IN_SYSTEM]->(:System)
     (:Variable|:Relation|:Constant)-[:CITES]->(:Reference)
+    (:Preset)-[:ASSIGNS {value, units, sd, ...}]->(:Variable)   for Browser (the engine reads the table)
     (:Build {manifest_hash, catalog_hash, compiled_at, catalog_commit, ...})   one per compile
+    (:Table {name, json})   every other top-level part of the manifest (units, presets, variant keys, ...)
 
 plus the labels `:Root` and `:Leaf` on variables. Every node and relationship carries the marker
 property `gpustack_load` (the id of the compile that wrote it); nodes without it are foreign.
+
+The tables make the graph a complete source: the engine reads them back (Neo4jSource.tables) instead
+of compiling a catalog. They are stored whole, by top-level key, so a part added to the manifest
+later is loaded without a change here.
 
 Atomicity: constraints and indexes are created first when missing (schema changes cannot share a
 transaction with data). Then ONE explicit transaction MERGEs every node and relationship in batches
@@ -35,6 +41,7 @@ from pathlib import Path
 
 from .. import manifest as mf
 from ..errors import InfrastructureError, InputError
+from ..source import GRAPH_PARTS
 from .conn import (MARKER, Neo4jSettings, driver, query, relation_kind_labels, render, statements,
                    translate)
 
@@ -54,7 +61,7 @@ class Plan:
     nodes: list[tuple[str, list[dict]]] = field(default_factory=list)       # (label, rows)
     relations: list[tuple[str, list[dict]]] = field(default_factory=list)   # (kind label, rows)
     labels: list[tuple[str, str, list[str]]] = field(default_factory=list)  # (node label, extra label, names)
-    edges: list[tuple[str, list[dict]]] = field(default_factory=list)  # (type, [{a: (label, name), b: ...}])
+    edges: list[tuple[str, list[dict]]] = field(default_factory=list)  # (type, [{a: (label, name), b, props}])
     build: dict = field(default_factory=dict)
 
     @property
@@ -93,7 +100,7 @@ def _clean(props: dict) -> dict:
     return out
 
 
-def _record(rec: dict) -> str:
+def _record(rec: object) -> str:
     return json.dumps(rec, sort_keys=True, ensure_ascii=False)
 
 
@@ -129,6 +136,12 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             "root_note": root.get("note"), "file": v.get("file"), "line": v.get("line"),
             "record": _record(v), MARKER: load})})
     p.nodes.append(("Variable", var_rows))
+    presets = manifest.get("presets", {})
+    p.nodes.append(("Preset", [{"name": n, "props": _clean({
+        "name": n, "description": x.get("description"), "provenance": x.get("provenance"), "source": x.get("source"),
+        "variants": x.get("variants"), "modes": x.get("modes"), "targets": x.get("targets"),
+        "references": x.get("references") or [], "file": x.get("file"), "line": x.get("line"), MARKER: load})}
+        for n, x in sorted(presets.items())]))
     p.nodes.append(("Constant", [{"name": n, "props": _clean({
         "name": n, "value": c.get("value"), "units": c.get("units"), "si_value": c.get("si_value"),
         "dimension": dimension_text(c.get("dimension") or {}, order), "description": c.get("description"),
@@ -150,6 +163,10 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             "file": r.get("file"), "line": r.get("line"), "record": _record(r), MARKER: load})})
     p.relations = sorted(by_kind.items())
 
+    # Keys sorted as in build/manifest.json: some outputs follow a table's key order (a preset's targets).
+    p.nodes.append(("Table", [{"name": k, "props": {"name": k, "json": _record(v), MARKER: load}}
+                              for k, v in sorted(manifest.items()) if k not in GRAPH_PARTS]))
+
     p.labels.append(("Variable", "Root", [n for n, v in sorted(variables.items()) if v.get("is_root")]))
     p.labels.append(("Variable", "Leaf", [n for n, v in sorted(variables.items()) if v.get("is_leaf")]))
 
@@ -162,8 +179,8 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
 
     edges: dict[str, list[dict]] = {}
 
-    def add(kind: str, src_label: str, src: str, dst_label: str, dst: str) -> None:
-        edges.setdefault(kind, []).append({"a": (src_label, src), "b": (dst_label, dst)})
+    def add(kind: str, src_label: str, src: str, dst_label: str, dst: str, props: dict | None = None) -> None:
+        edges.setdefault(kind, []).append({"a": (src_label, src), "b": (dst_label, dst), "props": props or {}})
 
     for e in manifest.get("edges", []):
         kind, src, dst = e["type"], e["source"], e["target"]
@@ -190,16 +207,21 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             for key in dict.fromkeys(x.get("references") or []):
                 if key in references:
                     add("CITES", label, n, "Reference", key)
+    for n, x in sorted(presets.items()):
+        for var, value in sorted(x.get("assignments", {}).items()):
+            if var not in variables:
+                raise LoadError(f"preset `{n}` assigns `{var}`, which is not a variable")
+            # '500 W' or a number as written; a sourced value's fields (value, units, sd, reference) as they are
+            add("ASSIGNS", "Preset", n, "Variable", var, _clean(value if isinstance(value, dict) else {"value": value}))
     p.edges = sorted(edges.items())
 
     build = dict(build or {})
-    st = manifest.get("stats") or {}
     p.build = _clean({
         "name": "build", "schema_version": manifest.get("schema_version"), "catalog_hash": manifest.get("catalog_hash"),
         "headline_targets": list(manifest.get("headline_targets", [])),
         "variables": len(variables), "constants": len(constants), "relations": len(relations),
         "references": len(references), "systems": len(systems), "presets": len(manifest.get("presets", {})),
-        "stats": json.dumps(st, sort_keys=True) if st else None, **build, MARKER: load})
+        **build, MARKER: load})
     return p
 
 
@@ -321,7 +343,7 @@ def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress 
             run(f"{node}:{label}", render("load_label", node=node, label=label), names, key="names")
         for rel_type, rows in p.edges:
             try:
-                by_id = [{"a": ids[row["a"]], "b": ids[row["b"]]} for row in rows]
+                by_id = [{"a": ids[row["a"]], "b": ids[row["b"]], "props": row["props"]} for row in rows]
             except KeyError as exc:
                 raise LoadError(f"{rel_type}: no node {exc.args[0]} was written") from None
             run(f"[:{rel_type}]", render("load_edges", type=rel_type), by_id)

@@ -1,13 +1,15 @@
 """The graph source that answers from Neo4j with the fixed Cypher of `queries/`.
 
 Same protocol and the same answers as `ManifestSource` (tests hold them to it): records come back
-as the manifest's own JSON (stored on each node as `record`), cones and root debt are computed by
+as the manifest's own JSON (stored on each node as `record`), the tables (units, presets, variant
+keys, ...) from the `:Table` nodes, so no catalog is needed; cones and root debt are computed by
 Cypher in the database.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from ..errors import InfrastructureError, InputError
 from ..graph import FamilyDebt, RootDebt
@@ -22,6 +24,7 @@ class Neo4jSource:
         self._driver = None
         self._session = None
         self._build: dict | None = None
+        self._tables: dict | None = None
 
     @classmethod
     def from_env(cls, uri: str | None = None, user: str | None = None, password: str | None = None,
@@ -81,11 +84,24 @@ class Neo4jSource:
         return json.loads(rows[0]["record"]) if rows else None
 
     # ---- GraphSource -------------------------------------------------------------------------
+    def tables(self) -> dict:
+        """The manifest's tables (units, presets, variant keys, ...) as the compile stored them; read once."""
+        if self._tables is None:
+            rows = self._run("tables")
+            if not rows:
+                raise InfrastructureError(f"the gpustack graph in Neo4j at {self.settings.where} holds no tables "
+                                          "(loaded by an older gpustack)", "reload it with `gpustack compile --neo4j`")
+            self._tables = {r["name"]: json.loads(r["json"]) for r in rows}
+        return self._tables
+
     def names(self) -> list[str]:
         return sorted(r["name"] for r in self._run("names"))
 
     def variable(self, name: str) -> dict | None:
         return self._record("variable", name)
+
+    def variables(self, names: Iterable[str]) -> dict[str, dict]:
+        return {r["name"]: json.loads(r["record"]) for r in self._run("variables", names=list(names))}
 
     def relation(self, name: str) -> dict | None:
         return self._record("relation", name)
@@ -115,8 +131,8 @@ class Neo4jSource:
 
     def stats(self) -> dict:
         """Counts from Cypher over the stored compile statistics (coverage, cycles, headline cone)."""
-        build = self.build()
-        stored = json.loads(build["stats"]) if build.get("stats") else {}
+        tables = self.tables()
+        stored = tables.get("stats") or {}
         live = self._run("stats")[0]
         kinds = dict(live["by_kind"])
         order = list(stored.get("relations_by_kind") or relation_kind_labels())
@@ -124,7 +140,7 @@ class Neo4jSource:
               "systems": live["systems"], "variables": live["variables"], "constants": live["constants"],
               "relations": live["relations"], "relations_by_kind": {k: kinds.get(k, 0) for k in order},
               "root_inputs": live["root_inputs"], "leaves": live["leaves"], "references": live["references"],
-              "presets": build.get("presets", stored.get("presets", 0))}
+              "presets": len(tables.get("presets") or {})}
         by_system = {k: dict(v) for k, v in stored.get("by_system", {}).items()}
         for row in live["by_system"]:
             by_system.setdefault(row["system"], {}).update(

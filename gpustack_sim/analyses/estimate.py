@@ -78,7 +78,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: 
     declared = {t: _declared(resolver, t) for t in targets}
     point = resolver.resolve_many(targets, scenario)
     dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
-    var = resolver.source.variable
+    var = resolver.variable
     uncertain = {d.name: d.describe(var(d.name)["scale"]) for d in dists}
     random = {n: v for r in point.values() if isinstance(r, Resolution) for n, v in r.random.items()}
     uncertain.update({n: v.describe(var(n)["scale"]) for n, v in sorted(random.items())})
@@ -104,7 +104,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: 
 def _declared(resolver: Resolver, name: str) -> dict:
     """A figure's variable in the graph; the bindings were checked against the catalog, so a missing one
     means the graph is older or newer than the catalog."""
-    meta = resolver.source.variable(name)
+    meta = resolver.variable(name)
     if meta is None:
         raise CatalogError(f"`{name}` (catalog/bindings/figures.yaml) is not a variable of the graph",
                            "recompile the catalog, and reload Neo4j if it is the source")
@@ -138,7 +138,7 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
     for target, res in symbolic.items():
         if isinstance(res, ResolveError) or res.missing:
             continue
-        scale = resolver.source.variable(target)["scale"]
+        scale = resolver.variable(target)["scale"]
         if res.value is not None:
             out[target] = {p: res.value for p in (5, 50, 95)}
             continue
@@ -156,8 +156,8 @@ def _memory(point: dict, resolver: Resolver, mem: Memory) -> dict:
     used, cap = point.get(mem.per_gpu), point.get(mem.capacity)
     if not isinstance(used, Resolution) or not isinstance(cap, Resolution) or cap.value is None:
         return {"status": "unknown"}
-    scale = resolver.source.variable(mem.per_gpu)["scale"]
-    capacity = cap.value * resolver.source.variable(cap.target)["scale"]
+    scale = resolver.variable(mem.per_gpu)["scale"]
+    capacity = cap.value * resolver.variable(cap.target)["scale"]
     parts = {p: {"value": point[p].value, "units": point[p].units, "missing": sorted(point[p].missing)}
              for p in mem.parts if isinstance(point.get(p), Resolution)}
     out = {"per_gpu_units": used.units, "capacity": cap.value, "capacity_units": cap.units, "breakdown": parts}

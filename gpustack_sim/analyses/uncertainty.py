@@ -198,7 +198,7 @@ class MonteCarlo:
         names = [d.name for d in dists]
         if len(set(names)) != len(names):
             raise InputError("each variable may be sampled once")
-        if self.resolver.source.variable(target) is None:
+        if self.resolver.variable(target) is None:
             raise InputError(f"unknown variable `{target}`")
         res = self.resolver.resolve_many([target], scenario.holding(names), stage_limit=STAGE_LIMIT,
                                          monte_carlo=True)[target]
@@ -208,7 +208,7 @@ class MonteCarlo:
         if others:
             raise InputError(f"{target} still depends on unassigned roots: {', '.join(others)}",
                              "assign them or sample them too")
-        meta = self.resolver.source.variable(target)
+        meta = self.resolver.variable(target)
         draws, noise = draw_inputs(dists, [res], seed, n)
         if res.value is not None:
             values = np.full(n, res.value * meta["scale"])
@@ -220,7 +220,7 @@ class MonteCarlo:
         if finite.size == 0:
             raise InputError(f"no finite value of {target} in {n} samples")
         pct = percentiles(finite)
-        var = self.resolver.source.variable
+        var = self.resolver.variable
         inputs = {d.name: d.describe(var(d.name)["scale"]) for d in dists}
         inputs.update({name: v.describe(var(name)["scale"]) for name, v in res.random.items()})
         return Summary(target, meta["units"], n, seed, float(finite.mean()), float(finite.std(ddof=1)), pct, inputs,

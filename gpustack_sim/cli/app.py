@@ -64,12 +64,12 @@ def err(text: str) -> None:
 
 
 def engine(ctx: typer.Context, use_neo4j: bool = False) -> Engine:
-    """The engine over the compiled catalog, or over the graph in Neo4j."""
+    """The engine over the compiled catalog, or over the graph in Neo4j alone (no catalog read)."""
     from ..api import Engine
 
-    s = settings(ctx)
     if use_neo4j:
-        return Engine.from_neo4j(tables=Engine.compile(s.catalog, s.build).manifest)
+        return Engine.from_neo4j()
+    s = settings(ctx)
     return Engine.open(s.catalog, s.build)
 
 

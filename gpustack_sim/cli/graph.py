@@ -104,9 +104,10 @@ def cone(ctx: typer.Context, selector: str = typer.Argument(..., help="NAME, +NA
     src = source(ctx, neo4j)
     require(src, name)
     found = src.cone(name, upstream=direction, depth=depth)
+    variables = src.variables([name, *found])  # one lookup: a cone holds hundreds of names
     rows = []
     for n, d in sorted(found.items(), key=lambda kv: (kv[1], kv[0])):
-        v = src.variable(n)
+        v = variables.get(n)
         c = src.constant(n) if v is None else None
         rows.append({"name": n, "depth": d, "units": (v or c)["units"],
                      "kind": "constant" if c else ("root" if v["is_root"] else "variable")})
@@ -116,7 +117,7 @@ def cone(ctx: typer.Context, selector: str = typer.Argument(..., help="NAME, +NA
         out(data, "", True)
         return
     if format == "dot":
-        out(data, _dot(src, name, found), False)
+        out(data, _dot(src, name, found, variables), False)
         return
     lines = [f"{data['direction']} cone of {name}: {len(rows)} names"]
     for r in rows:
@@ -125,11 +126,11 @@ def cone(ctx: typer.Context, selector: str = typer.Argument(..., help="NAME, +NA
     out(data, "\n".join(lines), False)
 
 
-def _dot(src: GraphSource, name: str, found: dict[str, int]) -> str:
+def _dot(src: GraphSource, name: str, found: dict[str, int], variables: dict[str, dict]) -> str:
     members = set(found) | {name}
     lines = ["digraph cone {", "  rankdir=LR;", '  node [shape=box, fontname="Helvetica"];']
     for n in sorted(members):
-        v = src.variable(n)
+        v = variables.get(n)
         lines.append(f'  "{n}"' + (' [style=filled, fillcolor="#fde9c8"]' if v and v["is_root"] else "") + ";")
     for r in src.relations_defining(sorted(members)):
         for i in r["inputs"]:

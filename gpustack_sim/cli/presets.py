@@ -16,11 +16,11 @@ app.add_typer(scenario_app, name="scenario")
 
 
 @presets_app.command("list")
-def presets_list(ctx: typer.Context, as_json: bool = JsonOpt) -> None:
+def presets_list(ctx: typer.Context, as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Every preset with its provenance, size and advertised targets."""
     rows = [{"name": n, "provenance": p["provenance"], "assignments": len(p["assignments"]),
              "variants": p["variants"], "targets": p["targets"], "description": p["description"]}
-            for n, p in sorted(engine(ctx).tables["presets"].items())]
+            for n, p in sorted(engine(ctx, neo4j).tables["presets"].items())]
     lines = [f"{'preset':<36}{'provenance':<20}{'values':>7}  targets"]
     lines += [f"{r['name']:<36}{r['provenance']:<20}{r['assignments']:>7}  {', '.join(r['targets'].values())}"
               for r in rows]

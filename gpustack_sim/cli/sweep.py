@@ -8,7 +8,7 @@ import typer
 
 from gpustack_compiler.errors import InputError
 
-from .app import JsonOpt, app, engine, out
+from .app import JsonOpt, Neo4jOpt, app, engine, out
 from .estimate import AssignOpt, ModeOpt, PresetOpt, VariantOpt, run_with_extras
 
 
@@ -23,14 +23,14 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
               set_: list[str] = typer.Option([], "--set", help="Override a run-file field."),
               preset: list[str] = PresetOpt, assign: list[str] = AssignOpt, variant: list[str] = VariantOpt,
               mode: list[str] = ModeOpt,
-              as_json: bool = JsonOpt) -> None:
+              as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Evaluate every layout on a grid; rank the valid ones, count the invalid ones by reason."""
     from ..analyses.sweep import parse_grid
 
     if not grid:
         raise InputError("--grid is required, e.g. --grid tp=1,2,4,8 --grid pp=1,2,4,8")
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
-    eng = engine(ctx)
+    eng = engine(ctx, neo4j)
     result = eng.sweep(run, parse_grid(grid), objective, top)
     lines = [f"{result.evaluated} layouts evaluated in {result.seconds:.2f} s: {result.valid} valid"]
     lines += [f"  note: {n}" for n in result.notes]

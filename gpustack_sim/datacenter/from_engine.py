@@ -20,7 +20,7 @@ def job_parameters(engine: Engine, run: RunSpec) -> tuple[JobParameters, dict[st
     names = sorted({*CATALOG_PARAMETERS.values(), PARAMS_VARIABLE, BYTES_PER_PARAM_VARIABLE, JOB_FAILURE_RATE,
                     FLEET_CLASS[1], *(v for _, v, _, c in FAILURE_CLASSES for v in (v, c) if v),
                     *(v for v, _, _ in AGGREGATE_CLASSES.values())})
-    names = [n for n in names if engine.source.variable(n) is not None]
+    names = [n for n in names if engine.resolver.variable(n) is not None]
     resolved = engine.resolver.resolve_many(names, engine.run_scenario(run))
     traces = {n: r for n, r in resolved.items() if not isinstance(r, ResolveError) and r.value is not None}
     values = {n: r.value * r.scale for n, r in traces.items()}

@@ -116,12 +116,24 @@ class Resolver:
         self._symbols: dict[str, sympy.Symbol] = {}
         self._exprs: dict[tuple[str, str], sympy.Basic] = {}
         self._subgraphs: dict[str, dict] = {}
+        # Records of the variables of every subgraph fetched: an expression names hundreds of them, and
+        # asking the source for each would be a round trip each to Neo4j.
+        self._variables: dict[str, dict] = {}
+
+    def variable(self, name: str) -> dict | None:
+        """A variable's record, from the subgraphs already fetched when it is in one."""
+        meta = self._variables.get(name)
+        if meta is None:
+            meta = self.source.variable(name)
+            if meta is not None:
+                self._variables[name] = meta
+        return meta
 
     # ---- sympy helpers -----------------------------------------------------------------------
     def symbol(self, name: str) -> sympy.Symbol:
         s = self._symbols.get(name)
         if s is None:
-            meta = self.source.variable(name) or {}
+            meta = self.variable(name) or {}
             assumptions = tuple(meta.get("assumptions", ())) if meta else ("positive",)
             s = self._symbols[name] = symbol_for(name, assumptions)
         return s
@@ -138,6 +150,7 @@ class Resolver:
         sub = self._subgraphs.get(target)
         if sub is None:
             sub = self._subgraphs[target] = self.source.subgraph(target)
+            self._variables.update(sub["variables"])
         return sub
 
     # ---- selection ---------------------------------------------------------------------------
@@ -205,7 +218,7 @@ class Resolver:
 
     def resolve(self, target: str, scenario: Scenario, fallback_on_invalid: bool = False,
                 solve: bool = False) -> Resolution:
-        meta = self.source.variable(target)
+        meta = self.variable(target)
         if meta is None:
             raise InputError(f"unknown variable `{target}`")
         sub = self._subgraph(target)
@@ -224,8 +237,8 @@ class Resolver:
         return self._result(target, value, run, run.trace, scenario)
 
     def _result(self, target: str, value, run: "_Run", trace: list, scenario: Scenario) -> Resolution:
-        meta = self.source.variable(target)
-        solved = {k: v / self.source.variable(k)["scale"] for k, v in run.solved.items()}
+        meta = self.variable(target)
+        solved = {k: v / self.variable(k)["scale"] for k, v in run.solved.items()}
         # Missing means the value is still symbolic in it: a root that cancels out is not missing.
         depends, stages = set(), {}
         if not isinstance(value, float):
@@ -270,7 +283,7 @@ class _Run:
                 self.defs.setdefault(rel["defines"], []).append(rel)
 
     def var_meta(self, name: str) -> dict:
-        return self.sub["variables"].get(name) or self.r.source.variable(name)
+        return self.sub["variables"].get(name) or self.r.variable(name)
 
     def value_of(self, name: str):
         if name in self.values:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpustack_compiler.catalog import parse_quantity
@@ -43,9 +43,18 @@ class ScenarioBuilder:
         self.presets: dict[str, dict] = tables["presets"]
         self.variant_keys: set[str] = set(tables["variant_keys"])
         self.units = units
+        self._records: dict[str, dict] = {}
+
+    def records(self, names: Iterable[str]) -> dict[str, dict]:
+        """Variable records by name; those not seen yet are fetched in one batch (a run assigns hundreds
+        of variables, and Neo4j would answer each lookup in a round trip of its own)."""
+        unseen = [n for n in dict.fromkeys(names) if n not in self._records]
+        if unseen:
+            self._records.update(self.source.variables(unseen))
+        return self._records
 
     def variable(self, name: str, origin: str) -> dict:
-        var = self.source.variable(name)
+        var = self.records([name]).get(name)
         if var is None:
             raise InputError(f"{origin}: unknown variable `{name}`", did_you_mean(name, self.source.names()))
         return var
@@ -74,14 +83,17 @@ class ScenarioBuilder:
         units), `variants` (NAME -> KEY) and `modes` (variant keys chosen wherever they exist)."""
         scenario = Scenario()
         for name in presets:
-            preset = self.presets.get(name)
-            if preset is None:
+            if name not in self.presets:
                 raise InputError(f"unknown preset `{name}`", did_you_mean(name, self.presets))
+        self.records([*(var for name in presets for var in self.presets[name]["assignments"]), *(assign or {}),
+                      *(variants or {})])
+        for name in presets:
+            preset = self.presets[name]
             scenario.presets.append(name)
             for var, value in preset["assignments"].items():
                 assigned = self.quantity(var, _from_manifest(value), f"preset {name}")
                 if isinstance(value, dict) and value.get("sd") is not None:
-                    units = value.get("units") or self.source.variable(var)["units"]
+                    units = value.get("units") or self.variable(var, f"preset {name}")["units"]
                     assigned = Assigned(assigned.value, assigned.origin, assigned.given,
                                         value["sd"] * self.units.parse(units).scale)
                 scenario.assignments[var] = assigned
