@@ -10,6 +10,7 @@ import pytest
 
 from gpustack_compiler.errors import CatalogError, InputError
 from gpustack_compiler.models import Quantity
+from gpustack_compiler.source import ManifestSource
 from gpustack_sim import Engine
 from helpers import CATALOG, REPO
 from test_cli import run
@@ -220,9 +221,9 @@ def engine(build: Path) -> Engine:
 
 def with_bindings(engine: Engine, kind: str, change) -> Engine:
     """The same graph with one bindings table changed (a deep copy, so the module's engine is untouched)."""
-    tables = copy.deepcopy(engine.tables)
-    change(tables["bindings"][kind])
-    return Engine(engine.source, tables)
+    manifest = copy.deepcopy(engine.source.manifest)
+    change(manifest["bindings"][kind])
+    return Engine(ManifestSource(manifest))
 
 
 def test_run_fields_bind_through_the_table(engine: Engine) -> None:
@@ -263,9 +264,9 @@ def test_a_binding_to_no_run_file_field_names_its_line(engine: Engine) -> None:
 
 
 def test_a_catalog_without_bindings_says_so(engine: Engine) -> None:
-    tables = {k: v for k, v in engine.tables.items() if k != "bindings"}
+    manifest = {k: v for k, v in engine.source.manifest.items() if k != "bindings"}
     with pytest.raises(CatalogError, match="no run_fields bindings"):
-        Engine(engine.source, tables).run_scenario(engine.load_run(RUN))
+        Engine(ManifestSource(manifest)).run_scenario(engine.load_run(RUN))
 
 
 @pytest.mark.parametrize("grid,message", [
