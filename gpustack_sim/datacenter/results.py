@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +70,7 @@ class SimulationResult:
     sites: tuple[str, ...] = ()  # every site the job could use (the sites file's), in order
     pieces: tuple[tuple[Piece, ...], ...] = ()  # per logged replication: what the power series is built from
     wallclocks_ns: tuple[int, ...] = ()  # per logged replication
+    energy_by_site_j: dict[str, Stat] = field(default_factory=dict)  # node IT energy per site (with a known power)
 
     @classmethod
     def from_replications(cls, params: JobParameters, placement: Placement, policy: str, seed: int,
@@ -100,13 +101,16 @@ class SimulationResult:
                    _excluded([params, *(layouts or {}).values()]), tuple(sorted({n for r in runs for n in r.notes})),
                    log, tuple(r.failure_times_ns for r in runs), params,
                    tuple(s.name for s in placement.sites.sites) if placement.sites else tuple(n for n, _ in placement.placed),
-                   tuple(r.pieces for r in logged), tuple(r.wallclock_ns for r in logged))
+                   tuple(r.pieces for r in logged), tuple(r.wallclock_ns for r in logged),
+                   {site: Stat.of([sum(r.energy_j[site].values()) for r in runs]) for site in runs[0].energy_j}
+                   if "energy_j" in figures else {})
 
     def to_dict(self) -> dict:
         return {"policy": self.policy, "seed": self.seed, "replications": self.replications, "days": self.days,
                 "total_steps": self.total_steps, "placement": [list(p) for p in self.placement],
                 "figures": {k: v.to_dict() for k, v in self.figures.items()},
                 "interruptions_by_cause": {k: v.to_dict() for k, v in self.interruptions_by_cause.items()},
+                "energy_by_site_j": {k: v.to_dict() for k, v in self.energy_by_site_j.items()},
                 "work": self.work, "tokens": {"min": self.tokens_min, "max": self.tokens_max},
                 "excluded": list(self.excluded), "notes": list(self.notes), "log_rows": len(self.log)}
 

@@ -139,28 +139,37 @@ def _earliest_fit(down: tuple[tuple[int, float], ...], start: int, duration: int
 
 
 class _Run:
-    """The job running from `t0` at step `p0`, a checkpoint after every `k` steps (none after the last).
+    """The job running from `t0` at step `p0`, a checkpoint at every k-th position counted from `anchor` (the
+    last checkpoint started, p0 itself after a rollback) and after p0, none after the last step.
     `hops`: per WAN hop of a cross-site synchronisation, (link name, down windows, transfer ns)."""
 
-    def __init__(self, t0: int, p0: int, k: int, total: int, timing: _Timing, block_ns: int, write_ns: int,
-                 comm_ratio: float, hops: tuple[tuple[str, tuple, int], ...] = ()):
-        self.t0, self.p0, self.k, self.total, self.timing = t0, p0, k, total, timing
+    def __init__(self, t0: int, p0: int, anchor: int, k: int, total: int, timing: _Timing, block_ns: int,
+                 write_ns: int, comm_ratio: float, hops: tuple[tuple[str, tuple, int], ...] = ()):
+        self.t0, self.p0, self.anchor, self.k, self.total, self.timing = t0, p0, anchor, k, total, timing
         self.block_ns = block_ns
         self.complete_ns = max(block_ns, write_ns)
         self.comm_ratio = comm_ratio
         self.base = timing.at(p0)
-        self.n_ckpt = (total - 1 - p0) // k if total > p0 else 0
+        self.skip = (p0 - anchor) // k  # checkpoint positions of the cadence at or before p0
+        self.n_ckpt = (total - 1 - anchor) // k - self.skip if total > p0 else 0
         self.hops = tuple(h for h in hops if h[1]) if timing.sync_every else ()
         # Synchronisations after `next_sync` have not been checked against the links' down windows yet.
         self.next_sync = timing.syncs(p0) + 1
 
     def t_at(self, pos: int) -> int:
         """When step position `pos` is reached (its compute done, before any checkpoint taken there)."""
-        before = (pos - self.p0 - 1) // self.k if pos > self.p0 else 0
-        return self.t0 + self.timing.at(pos) - self.base + before * self.block_ns
+        return self.t0 + self.timing.at(pos) - self.base + self._before(pos) * self.block_ns
+
+    def _before(self, pos: int) -> int:
+        """Checkpoints of this run taken before reaching `pos`."""
+        return (pos - 1 - self.anchor) // self.k - self.skip if pos > self.p0 else 0
+
+    def ckpt_position(self, j: int) -> int:
+        """Where the run's j-th checkpoint (from 1) is taken."""
+        return self.anchor + (self.skip + j) * self.k
 
     def ckpt_start(self, j: int) -> int:
-        return self.t_at(self.p0 + j * self.k)
+        return self.t_at(self.ckpt_position(j))
 
     def position_at(self, t: int) -> int:
         lo, hi = self.p0, self.total
@@ -190,9 +199,9 @@ class _Run:
         tm = self.timing
         pos = self.position_at(t)
         reached = self.t_at(pos)
-        j, at_ckpt = divmod(pos - self.p0, self.k)
-        in_block = min(t - reached, self.block_ns) if at_ckpt == 0 and 1 <= j <= self.n_ckpt else 0
-        blocks = ((pos - self.p0 - 1) // self.k if pos > self.p0 else 0) * self.block_ns + in_block
+        j, at_ckpt = divmod(pos - self.anchor, self.k)
+        in_block = min(t - reached, self.block_ns) if at_ckpt == 0 and 1 <= j - self.skip <= self.n_ckpt else 0
+        blocks = self._before(pos) * self.block_ns + in_block
         rest = t - reached - in_block
         step = tm.compute_ns(pos + 1) - tm.compute_ns(pos) if pos < self.total else 0
         compute = tm.compute_ns(pos) - tm.compute_ns(self.p0) + min(rest, step)
@@ -304,7 +313,7 @@ class Replay:
         self.sync_every = placement.sync_every_steps or (self.sites.sync_every_steps if self.sites else None)
         self.k: int | None = None
         self.interval_s: float | None = None
-        self.pos = self.ckpt_pos = 0
+        self.pos = self.ckpt_pos = self.anchor = 0
         self.last_ckpt_ns: int | None = None
         self.pending: tuple[int, int] | None = None  # (position, completion) of a write that outlived its run
         self.attempted = self.lost = self.ckpt_started = self.ckpt_completed = 0
@@ -466,7 +475,7 @@ class Replay:
         hops = self._hops()
         sync = self.sync_every if hops else None
         timing = _Timing(self.p, self.nodes, sync, max((d for _, _, d in hops), default=0))
-        return _Run(now, self.pos, self.k, self.total, timing, to_ns(self.p.checkpoint_blocking_s),
+        return _Run(now, self.pos, self.anchor, self.k, self.total, timing, to_ns(self.p.checkpoint_blocking_s),
                     to_ns(self.p.checkpoint_write_s), self.p.exposed_comm_s / self.p.step_time_s, hops)
 
     def _resume(self, now: int) -> None:
@@ -512,10 +521,12 @@ class Replay:
         self.ckpt_started += started
         self.ckpt_completed += completed
         if completed:
-            self.ckpt_pos = run.p0 + completed * run.k
+            self.ckpt_pos = run.ckpt_position(completed)
             self.last_ckpt_ns = run.ckpt_start(completed) + run.complete_ns
+        if started:
+            self.anchor = run.ckpt_position(started)
         if graceful and completed < blocks:
-            self.pending = (run.p0 + blocks * run.k, run.ckpt_start(blocks) + run.complete_ns)
+            self.pending = (run.ckpt_position(blocks), run.ckpt_start(blocks) + run.complete_ns)
         self._row(run.t0, Priority.JOB, EventKind.COMPUTE, position=run.p0, count=steps, duration_ns=t - run.t0)
         if started:
             self._row(run.ckpt_start(1), Priority.JOB, EventKind.CHECKPOINT_WRITE, count=started, duration_ns=block_ns)
@@ -632,7 +643,7 @@ class Replay:
             self._settle_checkpoint(t)
         self.pending = None  # a write still draining is lost with the job's state
         self.lost += self.pos - self.ckpt_pos
-        self.pos = self.ckpt_pos
+        self.pos = self.anchor = self.ckpt_pos
         while self.useful and self.useful[-1][0] >= self.pos:
             self.useful.pop()
         if self.useful:

@@ -28,8 +28,8 @@ class _Strict(BaseModel):
 class SignalSpec(_Strict):
     kind: Literal["grid", "cooling"] = Field(description="Which limit is lowered: the grid connection's (a "
                                              "curtailment request) or the cooling plant's.")
-    start: Quantity = Field(description="Start, as time since the job starts, e.g. '36 h'.")
-    duration: Quantity = Field(description="How long the lower limit holds, e.g. '4 h'.")
+    start: Quantity = Field(description="Start, as time since the job starts, e.g. '36 hour'.")
+    duration: Quantity = Field(description="How long the lower limit holds, e.g. '4 hour'.")
     limit: Quantity = Field(description="The limit in force during the window, as power, e.g. '400 kW'.")
 
 
@@ -49,8 +49,8 @@ class SiteSpec(_Strict):
 
 
 class Window(_Strict):
-    start: Quantity = Field(description="Start, as time since the job starts, e.g. '0 h'.")
-    end: Quantity = Field(description="End, as time since the job starts, e.g. '12 h'.")
+    start: Quantity = Field(description="Start, as time since the job starts, e.g. '0 hour'.")
+    end: Quantity = Field(description="End, as time since the job starts, e.g. '12 hour'.")
 
 
 class LinkSpec(_Strict):
