@@ -575,8 +575,7 @@ class Replay:
     def _reconfigure(self, t: int, change) -> None:
         """A change of membership from outside the job's own progress: stop the run (gracefully), change,
         and train on at the new membership unless a recovery is under way."""
-        running = self.run_ is not None
-        if running:
+        if self.run_ is not None:
             self._close_run(t, graceful=True)
         else:
             self._settle_idle(t)
@@ -618,10 +617,10 @@ class Replay:
                 self.queue.push(sig.end_ns, Priority.WORLD, SIGNAL_KINDS[sig.kind], payload + (None,))
 
     def _signal(self, t: int, site: str, kind: str, window_ns: int, limit_w: float | None) -> None:
-        self._row(t, Priority.WORLD, SIGNAL_KINDS[kind], site=site, duration_ns=window_ns,
-                  cause="start" if limit_w is not None else "end")
-
         def change():
+            # Logged once the run is stopped, so the row holds the job's position at the signal.
+            self._row(t, Priority.WORLD, SIGNAL_KINDS[kind], site=site, duration_ns=window_ns,
+                      cause="start" if limit_w is not None else "end")
             if limit_w is None:
                 del self.limits[(site, kind)]
             else:
