@@ -18,7 +18,7 @@ from gpustack_sim.datacenter.policies import (FixedInterval, Migrate, SetCheckpo
                                               SetPowerCap)
 from gpustack_sim.datacenter.sites import Placement, load_sites, place
 
-from test_datacenter import HOUR, REPO, _units, job, replay
+from test_datacenter import REPO, _units, job, replay
 
 EXAMPLE = (REPO / "sites" / "example_two_sites.yaml").read_text()
 NODE_W = 8000.0  # the synthetic job's node power (test_datacenter.VALUES)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from gpustack_compiler.errors import InputError
 
-from .events import to_ns
 from .sites import Site, Sites
 
 

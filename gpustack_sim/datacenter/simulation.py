@@ -35,6 +35,7 @@ from .events import NS_PER_S, EventKind, EventQueue, Priority, to_ns
 from .parameters import JobParameters
 from .policies import (ChangeMembership, Intervention, Migrate, Observation, ObservedFailure, Policy,
                        SetCheckpointInterval, SetLayout, SetPowerCap, SetSyncCadence)
+from .resources import site_calendars
 from .sites import Placement, sync_hops
 
 PHASES = ("compute", "communication", "checkpoint", "idle")
@@ -302,11 +303,8 @@ class Replay:
         self.nodes = placement.nodes
         self.cap_w = {s.name: s.power_cap_w for s in self.sites.sites} if self.sites else {}
         self.limits: dict[tuple[str, str], float] = {}  # (site, grid|cooling) -> limit of a signal in force
-        self.calendars = {}
-        if self.sites:
-            from .resources import site_calendars
-
-            self.calendars = site_calendars(self.sites)
+        # Per replay: a migration books its link, and the booking is this replication's alone.
+        self.calendars = site_calendars(self.sites) if self.sites else {}
         self.incoming: dict[int, tuple[str, int, int]] = {}  # migration id -> (site, nodes, since), in transfer
         self.migrations = 0
         self.spares = placement.spares
