@@ -83,6 +83,9 @@ def main() -> None:
     single = time.perf_counter() - start
     print(f"one {DAYS}-day replay: {single * 1e3:.1f} ms ({one.figures['interruptions'].mean:.0f} failures, "
           f"{len(one.log)} log rows)   target <= 1000 ms")
+    start = time.perf_counter()
+    series = one.power_series("site", 60.0)
+    print(f"its power series at 60 s ({len(series.start_s)} bins): {(time.perf_counter() - start) * 1e3:.0f} ms")
 
     start = time.perf_counter()
     many = simulate(params, days=DAYS, to_budget=False, seed=2, replications=args.replications,
