@@ -140,6 +140,9 @@ class SimulationResult:
 
     def default_resolution_s(self, replication: int = 0) -> float:
         """A resolution giving about a thousand bins over the replication, in whole seconds."""
+        if not 0 <= replication < len(self.wallclocks_ns):
+            raise InputError(f"replication {replication} was not logged ({len(self.wallclocks_ns)} logged; "
+                             "simulate(log_replications=))")
         return float(max(1, -(-self.wallclocks_ns[replication] // (1000 * NS_PER_S))))
 
     def write_power_parquet(self, path: Path, resolution_s: float | None = None) -> None:
