@@ -132,15 +132,12 @@ def test_overlapping_signals_of_one_kind_are_a_conflict(tmp_path):
                               "limit: 1 kW}]\n"), _units())
 
 
-def test_a_synchronisation_in_a_link_down_window_waits_for_the_link():
+def test_a_synchronisation_in_a_link_down_window_waits_for_the_link(tmp_path):
     """Step 100's compute ends at 6000 s of steps + 4 checkpoints of 120 s = 6480 s, where the first
     cross-site synchronisation starts; the link is down over [6400 s, 7000 s), so it waits 520 s."""
     params = job(0.0, nodes=128, gpus=1024)
     windows = "    availability: [{start: 0 s, end: 6400 s}, {start: 7000 s, end: 1000 hour}]\n"
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        sites = load_sites(sites_file(Path(tmp), EXAMPLE + windows), _units())
+    sites = load_sites(sites_file(tmp_path, EXAMPLE + windows), _units())
     placement = place(sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
     up = dataclasses.replace(placement, sites=load_sites(REPO / "sites" / "example_two_sites.yaml", _units()))
     waited, plain = replay(params, placement=placement), replay(params, placement=up)
