@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .analyses.uncertainty import Distribution, Summary
     from .analyses.validate import Validation
     from .datacenter import JobParameters, SimulationResult
+    from .datacenter.policies import Policy
 
 REPO_CATALOG = Path(__file__).resolve().parent.parent / "catalog"
 
@@ -152,19 +153,23 @@ class Engine:
 
         return calibrate(self.resolver, self.scenarios, self.facts, Path(data_dir))
 
-    def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str = "daly", seed: int = 0,
+    def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str | Policy = "daly", seed: int = 0,
                  replications: int = 1, days: float | None = None, interval_s: float | None = None,
-                 workers: int = 1, progress=None, parameters: JobParameters | None = None) -> SimulationResult:
+                 workers: int = 1, progress=None, parameters: JobParameters | None = None,
+                 layouts: Mapping[str, RunSpec] | None = None) -> SimulationResult:
         """Replay the run in the virtual datacenter (to its token budget, or over `days`): failures,
         checkpoints, recovery and power, with intervals over replications (docs/datacenter.md).
-        `parameters` (from `job_parameters(run)`) saves resolving the run again."""
+        `parameters` (from `job_parameters(run)`) saves resolving the run again. `layouts`: other run files
+        of the same job in another parallel layout (name -> run), which a policy may switch to."""
         from .datacenter import simulate
         from .datacenter.sites import load_sites
 
         placed = None if sites is None else load_sites(Path(sites), self.units, set(self.tables["presets"]))
         params = parameters if parameters is not None else self.job_parameters(run)[0]
+        variants = {name: self.job_parameters(r)[0] for name, r in (layouts or {}).items()}
         return simulate(params, sites=placed, policy=policy, seed=seed, replications=replications, days=days,
-                        to_budget=days is None, interval_s=interval_s, workers=workers, progress=progress)
+                        to_budget=days is None, interval_s=interval_s, workers=workers, progress=progress,
+                        layouts=variants)
 
     def job_parameters(self, run: RunSpec) -> tuple[JobParameters, dict[str, Resolution]]:
         """What the virtual datacenter takes from the catalog for `run`, and the resolution of each."""

@@ -16,7 +16,7 @@ from gpustack_compiler.units import UnitSystem
 from gpustack_sim.datacenter import FailureClass, JobParameters, simulate
 from gpustack_sim.datacenter.events import to_ns
 from gpustack_sim.datacenter.parameters import CATALOG_PARAMETERS, PARAMS_VARIABLE, BYTES_PER_PARAM_VARIABLE
-from gpustack_sim.datacenter.policies import FixedInterval, Observation, daly_interval
+from gpustack_sim.datacenter.policies import FixedInterval, Observation, SetCheckpointInterval, daly_interval
 from gpustack_sim.datacenter.simulation import Replay
 from gpustack_sim.datacenter.sites import load_sites, place, single_site
 
@@ -39,11 +39,15 @@ def job(rate_per_hour: float = 1 / 6, **changes) -> JobParameters:
 
 
 @pytest.fixture(scope="module")
-def readme_parameters() -> JobParameters:
-    """The README run resolved from the catalog, with the availability assigned 1."""
+def engine():
     from gpustack_sim import Engine
 
-    engine = Engine.open(REPO / "catalog", build_dir=None)
+    return Engine.open(REPO / "catalog", build_dir=None)
+
+
+@pytest.fixture(scope="module")
+def readme_parameters(engine) -> JobParameters:
+    """The README run resolved from the catalog, with the availability assigned 1."""
     run = engine.load_run(REPO / "runs" / "llama70b_1024xh100.yaml").with_extras(
         assign={"training.cluster_availability": 1})
     return engine.job_parameters(run)[0]
@@ -262,3 +266,25 @@ def test_link_windows_book_the_down_time(tmp_path):
     link = cals["link east-west"]
     assert link.load_at(0) == link.capacity and link.load_at(to_ns(1.5 * HOUR)) == 0
     assert link.place_flexible(0, to_ns(60), 1.0, "sync") == to_ns(HOUR)
+
+
+def test_engine_simulate_takes_layouts_from_run_files(engine):
+    """The README run (tp 8, pp 4) may switch to tp 8, pp 8 with half the data parallelism: the same job
+    on the same nodes. A policy switching at the start pays one restart, then runs at the other layout."""
+    from gpustack_sim.datacenter.policies import SetLayout
+
+    readme = REPO / "runs" / "llama70b_1024xh100.yaml"
+    run, other = engine.load_run(readme), engine.load_run(readme, ["layout.pp=8", "layout.dp=16"])
+
+    class SwitchAtStart:
+        name = "switch"
+
+        def decide(self, obs):
+            return (SetCheckpointInterval(1800.0),) + ((SetLayout("pp8"),) if obs.elapsed_s == 0 else ())
+
+    switched = engine.simulate(run, policy=SwitchAtStart(), layouts={"pp8": other}, days=1.0)
+    restart = [r for r in switched.log if r["kind"] == "restart" and r["cause"]]
+    assert [r["cause"] for r in restart] == ["layout pp8"]
+    pp8 = engine.job_parameters(other)[0]
+    assert pp8.step_time_s != switched.parameters.step_time_s
+    assert restart[0]["duration_ns"] == to_ns(pp8.reinit_s) + to_ns(pp8.checkpoint_load_s)

@@ -25,7 +25,7 @@ def gpustack(*args: str) -> subprocess.CompletedProcess:
 def test_simulate_writes_result_log_and_timeline(tmp_path):
     out = tmp_path / "out"
     proc = gpustack("simulate", str(README_RUN), "--replications", "20", "--seed", "3", "--sites",
-                    str(EXAMPLE_SITES), "--explain", "--json", "--out", str(out))
+                    str(EXAMPLE_SITES), "--explain", "--json", "--out", str(out), "--power-resolution", "3600")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["tokens"] == {"min": 2e12, "max": 2e12}
@@ -33,7 +33,12 @@ def test_simulate_writes_result_log_and_timeline(tmp_path):
     assert data["placement"] == [["east", 64], ["west", 64]]
     explained = {p["field"]: p for p in data["parameters"]}
     assert explained["step_time_s"]["variable"] == "training.t_step"
-    assert {p.name for p in out.iterdir()} == {"result.json", "events.parquet", "timeline.png"}
+    assert {p.name for p in out.iterdir()} == {"result.json", "events.parquet", "power.parquet", "timeline.png"}
+    assert data["energy_by_site_j"]["east"]["mean"] == pytest.approx(data["energy_by_site_j"]["west"]["mean"])
+    import pyarrow.parquet as pq
+
+    power = pq.read_table(out / "power.parquet").to_pydict()
+    assert set(power["site"]) == {"east", "west"} and max(power["width_s"]) == 3600.0
 
 
 def _bad_sites(tmp_path: Path, old: str, new: str) -> Path:

@@ -28,8 +28,11 @@ def simulate_cmd(ctx: typer.Context,
                  workers: int = typer.Option(1, "--workers", min=1, help="Worker processes for replications."),
                  explain: bool = typer.Option(False, "--explain", help="Name every catalog parameter used."),
                  as_json: bool = JsonOpt,
-                 out_dir: Path = typer.Option(None, "--out", help="Write result.json, events.parquet and "
-                                              "timeline.png here.")) -> None:
+                 out_dir: Path = typer.Option(None, "--out", help="Write result.json, events.parquet, power.parquet "
+                                              "and timeline.png here."),
+                 power_resolution: float = typer.Option(None, "--power-resolution", help="Bin width in seconds of "
+                                                        "power.parquet (default: about 1,000 bins over the run).")
+                 ) -> None:
     """Replay a training run with failures, checkpoints and recovery; figures with intervals over replications."""
     from ..engine.run import load_run
 
@@ -37,6 +40,8 @@ def simulate_cmd(ctx: typer.Context,
         raise InputError("--days and --to-budget exclude each other")
     if interval is not None and policy != "fixed":
         raise InputError("--interval goes with --policy fixed")
+    if power_resolution is not None and not power_resolution > 0:
+        raise InputError(f"--power-resolution: {power_resolution!r} s is not positive")
     run = load_run(run_file)
     eng = engine(ctx)
     params, traces = eng.job_parameters(run)
@@ -54,10 +59,11 @@ def simulate_cmd(ctx: typer.Context,
         from ..datacenter.results import write_atomic
 
         result.write_parquet(out_dir / "events.parquet")
+        result.write_power_parquet(out_dir / "power.parquet", power_resolution)
         result.write_timeline_png(out_dir / "timeline.png")
         write_atomic(out_dir / "result.json",
                 lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"))
-        lines.append(f"wrote {out_dir}/result.json, events.parquet, timeline.png")
+        lines.append(f"wrote {out_dir}/result.json, events.parquet, power.parquet, timeline.png")
     out(data, "\n".join(lines), as_json)
 
 
@@ -94,6 +100,10 @@ def _lines(result, name: str) -> list[str]:
         label, units, scale = _LABELS[key]
         lines.append(f"  {label:<28} {stat.mean / scale:.6g} {units}   [p5 {stat.p5 / scale:.6g}, "
                      f"p50 {stat.p50 / scale:.6g}, p95 {stat.p95 / scale:.6g}]")
+    if len(result.energy_by_site_j) > 1:
+        _, units, scale = _LABELS["energy_j"]
+        lines += [f"  energy at {site:<19} {stat.mean / scale:.6g} {units}   [p5 {stat.p5 / scale:.6g}, "
+                  f"p95 {stat.p95 / scale:.6g}]" for site, stat in result.energy_by_site_j.items() if stat.mean]
     for cause, stat in result.interruptions_by_cause.items():
         lines.append(f"  interruptions: {cause:<14} {stat.mean:.4g}   [p5 {stat.p5:.4g}, p95 {stat.p95:.4g}]")
     w = result.work

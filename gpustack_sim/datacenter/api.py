@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -19,14 +19,21 @@ from .simulation import Replay, Replication
 from .sites import Placement, Sites, place, single_site
 
 SECONDS_PER_DAY = 86400
+# What a change of parallel layout leaves as it is: the work, the nodes, and the parts that can fail.
+SAME_IN_EVERY_LAYOUT = ("tokens_per_step", "token_budget", "nodes", "gpus_per_node", "failure_classes")
 
 
 def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str | Policy = "daly", seed: int = 0,
              replications: int = 1, days: float | None = None, to_budget: bool = True,
              interval_s: float | None = None, workers: int = 1, log_replications: int = 1,
-             progress: Callable[[int], None] | None = None) -> SimulationResult:
+             progress: Callable[[int], None] | None = None,
+             layouts: Mapping[str, JobParameters] | None = None) -> SimulationResult:
     """Replay the job `replications` times. Replication i uses the i-th child of SeedSequence(seed), so
-    every replication is the same whatever the order or the number of workers."""
+    every replication is the same whatever the order or the number of workers.
+
+    `layouts`: alternative parallel layouts of the same job (name -> its JobParameters) a policy may switch
+    to (`SetLayout`); they must train the same batch and budget on the same nodes and parts. The job starts
+    with `params` (its name is the key whose parameters equal it, if any)."""
     if replications < 1:
         raise InputError(f"replications: {replications} is not a positive count")
     if days is None and not to_budget:
@@ -39,21 +46,30 @@ def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str |
     placement = single_site(params.nodes) if sites is None else place(
         sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
     horizon = None if days is None else to_ns(days * SECONDS_PER_DAY)
+    layouts = dict(layouts or {})
+    for name, lp in layouts.items():
+        for fld in SAME_IN_EVERY_LAYOUT:
+            if getattr(lp, fld) != getattr(params, fld):
+                raise InputError(f"layouts: {name}: {fld} {getattr(lp, fld)!r} differs from the job's "
+                                 f"{getattr(params, fld)!r}", "a layout changes how the same job is parallelised")
     if not to_budget:
         # A replay over a horizon trains past the budget: give it more steps than the horizon can hold.
-        steps = math.ceil(days * SECONDS_PER_DAY / params.step_time_s) + 1
-        params = dataclasses.replace(params, token_budget=max(params.token_budget, steps * params.tokens_per_step))
+        steps = math.ceil(days * SECONDS_PER_DAY / min(p.step_time_s for p in (params, *layouts.values()))) + 1
+        budget = max(params.token_budget, steps * params.tokens_per_step)
+        layouts = {name: dataclasses.replace(lp, token_budget=budget) for name, lp in layouts.items()}
+        params = dataclasses.replace(params, token_budget=budget)
     seeds = np.random.SeedSequence(seed).spawn(replications)
-    jobs = [(params, placement, chosen, s, horizon, i < log_replications) for i, s in enumerate(seeds)]
+    jobs = [(params, placement, chosen, s, horizon, i < log_replications, layouts) for i, s in enumerate(seeds)]
     if workers > 1 and replications > 1:
         with ProcessPoolExecutor(workers) as pool:
             runs = list(_tick(pool.map(_replay, jobs, chunksize=max(1, replications // (8 * workers))), progress))
     else:
         runs = list(_tick(map(_replay, jobs), progress))
-    return SimulationResult.from_replications(params, placement, chosen.name, seed, days, runs)
+    return SimulationResult.from_replications(params, placement, chosen.name, seed, days, runs, layouts)
 
 
-def _replay(job: tuple[JobParameters, Placement, Policy, np.random.SeedSequence, int | None, bool]) -> Replication:
+def _replay(job: tuple[JobParameters, Placement, Policy, np.random.SeedSequence, int | None, bool,
+                       dict[str, JobParameters]]) -> Replication:
     return Replay(*job).run()
 
 

@@ -30,6 +30,9 @@ class Observation:
     nodes: int
     spares_available: int | None  # None: the reservation's spares are not limited
     checkpoint_interval_s: float | None  # in force before this epoch; None at the start
+    site_nodes: tuple[tuple[str, int], ...] = ()  # nodes in the job per site, in the sites file's order
+    power_caps_w: tuple[tuple[str, float], ...] = ()  # operator's cap per site (without a sites file: none)
+    layout: str | None = None  # the parallel layout in force (a key of simulate's `layouts`), if any
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,11 @@ class SetCheckpointInterval:
 
 @dataclass(frozen=True)
 class ChangeMembership:
-    """Drop (negative) or add (positive) nodes; the global batch is kept, so the step time scales."""
+    """Drop (negative) or add (positive) nodes; the global batch is kept, so the step time scales. Added
+    nodes come from the spares. `site`: where (None: the first site of the placement)."""
 
     nodes: int
+    site: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,34 @@ class SetSyncCadence:
     local_steps: int
 
 
-Intervention = SetCheckpointInterval | ChangeMembership | SetSyncCadence
+@dataclass(frozen=True)
+class SetPowerCap:
+    """The operator's power cap of a site, at most its cooling and grid limits; the job's membership there
+    follows what the cap feeds (and comes back, up to the job's allocation, when the cap is raised)."""
+
+    site: str
+    watts: float
+
+
+@dataclass(frozen=True)
+class Migrate:
+    """Move `nodes` of the job from one site to another: the state crosses the WAN link (checkpoint size /
+    bandwidth + latency, at the link's earliest free time), the moved nodes idle until it has arrived."""
+
+    from_site: str
+    to_site: str
+    nodes: int
+
+
+@dataclass(frozen=True)
+class SetLayout:
+    """Switch to another parallel layout (a key of simulate's `layouts`): a restart from the latest
+    checkpoint (re-initialisation and checkpoint load of the new layout)."""
+
+    name: str
+
+
+Intervention = SetCheckpointInterval | ChangeMembership | SetSyncCadence | SetPowerCap | Migrate | SetLayout
 
 
 class Policy(Protocol):

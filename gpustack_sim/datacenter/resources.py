@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from gpustack_compiler.errors import InputError
 
-from .sites import Sites
+from .sites import Site, Sites
 
 
 @dataclass
@@ -51,23 +51,27 @@ class Calendar:
         raise AssertionError("unreachable: after the last reservation ends everything fits")
 
 
-def site_calendars(sites: Sites) -> dict[str, Calendar]:
-    """One calendar per capacity; a link's time outside its availability windows is booked as down."""
-    from .events import to_ns
+def signal_calendars(site: Site) -> dict[str, Calendar]:
+    """A site's grid and cooling signals, fixed reservations of a calendar per kind that holds one at a time:
+    two windows of one kind that overlap are a conflict (which limit would hold is not said)."""
+    out = {kind: Calendar(f"{site.name}.{kind}_signals", 1.0) for kind in ("grid", "cooling")}
+    for j, sig in enumerate(site.signals):
+        out[sig.kind].reserve_fixed(sig.start_ns, sig.end_ns, 1.0, f"signals.{j}")
+    return out
 
+
+def site_calendars(sites: Sites) -> dict[str, Calendar]:
+    """One calendar per capacity; a link's time outside its availability windows is booked as down, and a
+    site's grid and cooling signals are booked on their own calendars."""
     out: dict[str, Calendar] = {}
     for s in sites.sites:
         out[f"{s.name}.accelerators"] = Calendar(f"{s.name}.accelerators", s.effective_accelerators)
         out[f"{s.name}.storage_bandwidth"] = Calendar(f"{s.name}.storage_bandwidth", s.storage_bandwidth_bit_s)
         out[f"{s.name}.power"] = Calendar(f"{s.name}.power", s.power_cap_w)
+        out.update({cal.name: cal for cal in signal_calendars(s).values()})
     for link in sites.links:
-        cal = Calendar(f"link {link.a}-{link.b}", link.bandwidth_bit_s)
-        if link.windows_s is not None:
-            up = sorted((to_ns(a), to_ns(b)) for a, b in link.windows_s)
-            edge = 0
-            for a, b in up:
-                if a > edge:
-                    cal.reserve_fixed(edge, a, link.bandwidth_bit_s, "link down")
-                edge = max(edge, b)
+        cal = Calendar(link.name, link.bandwidth_bit_s)
+        for start, end in link.down_ns():
+            cal.reserve_fixed(start, end, link.bandwidth_bit_s, "link down")
         out[cal.name] = cal
     return out

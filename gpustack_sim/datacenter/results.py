@@ -7,21 +7,27 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .events import NS_PER_S
+from gpustack_compiler.errors import InputError
+
+from .events import NS_PER_S, to_ns
 from .parameters import JobParameters
-from .simulation import PHASES, Replication
+from .power import PowerSeries, power_series
+from .simulation import PHASES, Piece, Replication, phase_powers
 from .sites import Placement
 
 SECONDS_PER_HOUR = 3600
 
 # Columns of the event log (docs/datacenter.md describes each).
 LOG_COLUMNS = {"replication": "int32", "time_ns": "int64", "priority": "int8", "kind": "string", "seq": "int64",
-               "cause": "string", "position": "int64", "count": "int64", "duration_ns": "int64", "nodes": "int32"}
+               "cause": "string", "position": "int64", "count": "int64", "duration_ns": "int64", "nodes": "int32",
+               "site": "string"}
+# Columns of the power series file, one row per site and time bin.
+POWER_COLUMNS = ("site", "start_s", "width_s") + tuple(f"{ph}_w" for ph in PHASES)
 
 
 @dataclass(frozen=True)
@@ -61,10 +67,15 @@ class SimulationResult:
     log: tuple[dict, ...]
     failure_times_ns: tuple[tuple[int, ...], ...]
     parameters: JobParameters
+    sites: tuple[str, ...] = ()  # every site the job could use (the sites file's), in order
+    pieces: tuple[tuple[Piece, ...], ...] = ()  # per logged replication: what the power series is built from
+    wallclocks_ns: tuple[int, ...] = ()  # per logged replication
+    energy_by_site_j: dict[str, Stat] = field(default_factory=dict)  # node IT energy per site (with a known power)
 
     @classmethod
     def from_replications(cls, params: JobParameters, placement: Placement, policy: str, seed: int,
-                          days: float | None, runs: list[Replication]) -> "SimulationResult":
+                          days: float | None, runs: list[Replication],
+                          layouts: dict[str, JobParameters] | None = None) -> "SimulationResult":
         wall = np.array([r.wallclock_ns for r in runs], dtype=float)
         energy = [sum(sum(ph.values()) for ph in r.energy_j.values()) for r in runs]
         figures = {
@@ -78,6 +89,7 @@ class SimulationResult:
         }
         if params.node_power_compute_w is not None:
             figures["energy_j"] = Stat.of(energy)
+        logged = [r for r in runs if r.pieces]
         causes = sorted({c for r in runs for c in r.interruptions})
         by_cause = {c: Stat.of([r.interruptions.get(c, 0) for r in runs]) for c in causes}
         work = {"attempted_steps": sum(r.attempted_steps for r in runs), "useful_steps": sum(r.useful_steps for r in runs),
@@ -85,15 +97,20 @@ class SimulationResult:
                 "unbalanced_replications": sum(r.attempted_steps != r.useful_steps + r.lost_steps for r in runs)}
         log = tuple({"replication": i, **row} for i, r in enumerate(runs) for row in r.log)
         return cls(policy, seed, len(runs), days, params.total_steps, placement.placed, figures, by_cause, work,
-                   min(r.tokens for r in runs), max(r.tokens for r in runs), _excluded(params),
-                   tuple(sorted({n for r in runs for n in r.notes})), log,
-                   tuple(r.failure_times_ns for r in runs), params)
+                   min(r.tokens for r in runs), max(r.tokens for r in runs),
+                   _excluded([params, *(layouts or {}).values()]), tuple(sorted({n for r in runs for n in r.notes})),
+                   log, tuple(r.failure_times_ns for r in runs), params,
+                   tuple(s.name for s in placement.sites.sites) if placement.sites else tuple(n for n, _ in placement.placed),
+                   tuple(r.pieces for r in logged), tuple(r.wallclock_ns for r in logged),
+                   {site: Stat.of([sum(r.energy_j[site].values()) for r in runs]) for site in runs[0].energy_j}
+                   if "energy_j" in figures else {})
 
     def to_dict(self) -> dict:
         return {"policy": self.policy, "seed": self.seed, "replications": self.replications, "days": self.days,
                 "total_steps": self.total_steps, "placement": [list(p) for p in self.placement],
                 "figures": {k: v.to_dict() for k, v in self.figures.items()},
                 "interruptions_by_cause": {k: v.to_dict() for k, v in self.interruptions_by_cause.items()},
+                "energy_by_site_j": {k: v.to_dict() for k, v in self.energy_by_site_j.items()},
                 "work": self.work, "tokens": {"min": self.tokens_min, "max": self.tokens_max},
                 "excluded": list(self.excluded), "notes": list(self.notes), "log_rows": len(self.log)}
 
@@ -105,20 +122,65 @@ class SimulationResult:
                                          if t != "string" else pa.string()) for name, t in LOG_COLUMNS.items()})
         write_atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
+    def power_series(self, site: str, resolution_s: float, window: tuple[float, float] | None = None,
+                     replication: int = 0) -> PowerSeries:
+        """The job's node IT power at `site` by phase (compute, communication, checkpoint, idle) in bins of
+        `resolution_s` over `window` (seconds since the start; default the whole replication), for one of the
+        logged replications. Its integral is the replication's energy at the site; phases without a catalog
+        node power are NaN where they run (`PowerSeries.undefined`)."""
+        if site not in self.sites:
+            raise InputError(f"power series: no site {site!r} (sites: {', '.join(self.sites)})")
+        if not 0 <= replication < len(self.pieces):
+            raise InputError(f"power series: replication {replication} was not logged "
+                             f"({len(self.pieces)} logged; simulate(log_replications=))")
+        w0, w1 = (0, self.wallclocks_ns[replication]) if window is None else (to_ns(window[0]), to_ns(window[1]))
+        if not 0 <= w0 < w1:
+            raise InputError(f"power series: window {window!r} is not an interval from 0 s on")
+        return power_series(self.pieces[replication], site, resolution_s, (w0, w1))
+
+    def default_resolution_s(self, replication: int = 0) -> float:
+        """A resolution giving about a thousand bins over the replication, in whole seconds."""
+        if not 0 <= replication < len(self.wallclocks_ns):
+            raise InputError(f"replication {replication} was not logged ({len(self.wallclocks_ns)} logged; "
+                             "simulate(log_replications=))")
+        return float(max(1, -(-self.wallclocks_ns[replication] // (1000 * NS_PER_S))))
+
+    def write_power_parquet(self, path: Path, resolution_s: float | None = None) -> None:
+        """The power series of every site the job used, for the first logged replication."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        res = resolution_s if resolution_s is not None else self.default_resolution_s()
+        cols: dict[str, list] = {c: [] for c in POWER_COLUMNS}
+        for site in self.sites:
+            series = self.power_series(site, res)
+            if not any(v.any() for v in series.node_s.values()):
+                continue
+            cols["site"] += [site] * len(series.start_s)
+            cols["start_s"] += series.start_s.tolist()
+            cols["width_s"] += series.width_s.tolist()
+            for ph in PHASES:
+                cols[f"{ph}_w"] += series.power_w[ph].tolist()
+        table = pa.table({c: pa.array(v, type=pa.string() if c == "site" else pa.float64()) for c, v in cols.items()})
+        write_atomic(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+
     def write_timeline_png(self, path: Path) -> None:
         from .timeline import draw_timeline
 
-        rows = [r for r in self.log if r["replication"] == 0]
-        write_atomic(path, lambda tmp: draw_timeline(rows, self.parameters, tmp))
+        write_atomic(path, lambda tmp: draw_timeline(self, tmp))
 
 
-def _excluded(params: JobParameters) -> tuple[str, ...]:
+def _excluded(variants: list[JobParameters]) -> tuple[str, ...]:
+    params = variants[0]
     out = [f"failure class {n}: no sourced rate in the scenario, not simulated" for n in params.excluded_failure_classes]
-    unknown = [ph for ph, w in zip(PHASES, (params.node_power_compute_w, params.node_power_communication_w,
-                                            params.node_power_checkpoint_w, params.node_power_idle_w)) if w is None]
-    out += [f"energy of the {ph} phase: no catalog node power for it" for ph in unknown]
-    out += ["energy of the fabric switches, storage servers and cooling: not modelled (node IT power only)"]
+    unknown = [ph for i, ph in enumerate(PHASES) if any(phase_powers(v)[i] is None for v in variants)]
+    out += [f"energy of the {ph} phase: no catalog node power for it (its power series is undefined where it runs)"
+            for ph in unknown]
+    out += ["energy of the fabric switches, storage servers and cooling: not modelled (node IT power only)",
+            "node repair: the catalog has no repair time, so failed nodes are not repaired within the run (a "
+            "replacement comes from the spares, or after cluster.sched.t_requeue without one)"]
     return tuple(out)
+
 
 
 def write_atomic(path: Path, write) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -24,6 +25,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class SignalSpec(_Strict):
+    kind: Literal["grid", "cooling"] = Field(description="Which limit is lowered: the grid connection's (a "
+                                             "curtailment request) or the cooling plant's.")
+    start: Quantity = Field(description="Start, as time since the job starts, e.g. '36 hour'.")
+    duration: Quantity = Field(description="How long the lower limit holds, e.g. '4 hour'.")
+    limit: Quantity = Field(description="The limit in force during the window, as power, e.g. '400 kW'.")
+
+
 class SiteSpec(_Strict):
     name: str = Field(description="Site name, used by links.")
     accelerator: str = Field(description="Accelerator preset name (catalog/presets), e.g. gpu_h100_sxm.")
@@ -35,11 +44,13 @@ class SiteSpec(_Strict):
     power_cap: Quantity = Field(description="Operator's power cap; at most min(cooling_limit, grid_limit).")
     storage_bandwidth: Quantity = Field(description="Checkpoint storage bandwidth, e.g. '100 GB/s'.")
     spare_nodes: int | None = Field(None, ge=0, description="Spare nodes held for replacements; absent: unlimited.")
+    signals: list[SignalSpec] = Field(default_factory=list, description="Windows in which the grid or cooling "
+                                      "limit is lower; windows of one kind at one site may not overlap.")
 
 
 class Window(_Strict):
-    start: Quantity = Field(description="Start, as time since the job starts, e.g. '0 h'.")
-    end: Quantity = Field(description="End, as time since the job starts, e.g. '12 h'.")
+    start: Quantity = Field(description="Start, as time since the job starts, e.g. '0 hour'.")
+    end: Quantity = Field(description="End, as time since the job starts, e.g. '12 hour'.")
 
 
 class LinkSpec(_Strict):
@@ -61,7 +72,17 @@ class SitesFile(_Strict):
 # field -> a unit of the dimension it must have
 _DIMENSIONS = {"accelerator_power": "W", "base_power": "W", "cooling_limit": "W", "grid_limit": "W",
                "power_cap": "W", "storage_bandwidth": "bit/s", "bandwidth": "bit/s", "latency": "s",
-               "start": "s", "end": "s"}
+               "start": "s", "end": "s", "duration": "s", "limit": "W"}
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A window [start, end) in which the site's grid or cooling limit is `limit_w`."""
+
+    kind: str
+    start_ns: int
+    end_ns: int
+    limit_w: float
 
 
 @dataclass(frozen=True)
@@ -76,11 +97,16 @@ class Site:
     power_cap_w: float
     storage_bandwidth_bit_s: float
     spare_nodes: int | None
+    signals: tuple[Signal, ...] = ()
 
     @property
     def effective_accelerators(self) -> int:
         """Accelerators the power cap can feed after the site's base load."""
-        fed = math.floor((self.power_cap_w - self.base_power_w) / self.accelerator_power_w)
+        return self.accelerators_under(self.power_cap_w)
+
+    def accelerators_under(self, cap_w: float) -> int:
+        """Accelerators a power cap of `cap_w` can feed after the site's base load."""
+        fed = math.floor((cap_w - self.base_power_w) / self.accelerator_power_w)
         return max(0, min(self.accelerators, fed))
 
 
@@ -91,6 +117,22 @@ class Link:
     bandwidth_bit_s: float
     latency_s: float
     windows_s: tuple[tuple[float, float], ...] | None
+
+    @property
+    def name(self) -> str:
+        return f"link {self.a}-{self.b}"
+
+    def down_ns(self) -> tuple[tuple[int, float], ...]:
+        """The windows [start, end) when the link is down: before, between and after its up windows. The
+        last is open-ended (end = inf): a link given availability windows is down outside all of them."""
+        if self.windows_s is None:
+            return ()
+        down, edge = [], 0
+        for a, b in sorted((to_ns(a), to_ns(b)) for a, b in self.windows_s):
+            if a > edge:
+                down.append((edge, a))
+            edge = max(edge, b)
+        return (*down, (edge, math.inf))
 
 
 @dataclass(frozen=True)
@@ -113,23 +155,35 @@ class Placement:
     spares: int | None
     sync_every_steps: int | None
     sync_ns: int
+    sites: Sites | None = None  # the sites file the placement came from; None: one site without limits
 
     @property
     def nodes(self) -> int:
         return sum(n for _, n in self.placed)
-
-    def shares(self) -> list[tuple[str, float]]:
-        return [(site, n / self.nodes) for site, n in self.placed]
 
 
 def single_site(nodes: int) -> Placement:
     return Placement((("site", nodes),), None, None, 0)
 
 
+def sync_hops(sites: Sites, in_use: list[str], sync_bits: float) -> tuple[tuple[Link, int], ...]:
+    """The hops of a cross-site synchronisation, each with its transfer time in ns. It passes the weights
+    along the chain of the sites in use (in file order) and waits for the slowest hop."""
+    hops = []
+    for a, b in zip(in_use, in_use[1:]):
+        link = sites.link(a, b)
+        if link is None:
+            raise InputError(f"{sites.path}: links: the job spans {a} and {b} but no link joins them")
+        hops.append((link, to_ns(link.latency_s + sync_bits / link.bandwidth_bit_s)))
+    return tuple(hops)
+
+
 def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
     """Read and check a sites file; `units` is the catalog's UnitSystem."""
     from gpustack_compiler.catalog import parse_quantity
     from gpustack_compiler.yaml_lines import YamlError, line_at, load
+
+    from .resources import signal_calendars
 
     try:
         data, _ = load(path.read_text(encoding="utf-8"))
@@ -174,9 +228,20 @@ def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
         if values["power_cap"] > min(values["cooling_limit"], values["grid_limit"]):
             limit = "grid_limit" if values["grid_limit"] <= values["cooling_limit"] else "cooling_limit"
             raise fail(loc + ("power_cap",), f"{s.power_cap!r} is above {limit} {getattr(s, limit)!r}")
+        signals = []
+        for j, sig in enumerate(s.signals):
+            sloc = loc + ("signals", j)
+            start, duration = base(sig.start, sloc + ("start",)), base(sig.duration, sloc + ("duration",))
+            if not duration > 0:
+                raise fail(sloc + ("duration",), "must be positive")
+            signals.append(Signal(sig.kind, to_ns(start), to_ns(start + duration), base(sig.limit, sloc + ("limit",))))
         sites.append(Site(s.name, s.accelerator, s.accelerators, values["accelerator_power"], values["base_power"],
                           values["cooling_limit"], values["grid_limit"], values["power_cap"],
-                          values["storage_bandwidth"], s.spare_nodes))
+                          values["storage_bandwidth"], s.spare_nodes, tuple(signals)))
+        try:
+            signal_calendars(sites[-1])
+        except InputError as exc:
+            raise fail(loc + ("signals",), exc.message) from None
     names = [s.name for s in sites]
     for i, name in enumerate(names):
         if name in names[:i]:
@@ -215,18 +280,11 @@ def place(sites: Sites, nodes: int, gpus_per_node: int, sync_bits: float) -> Pla
     if any(s.spare_nodes is not None for s in sites.sites if s.name in used):
         spares = sum(s.spare_nodes or 0 for s in sites.sites if s.name in used)
     if len(placed) == 1:
-        return Placement(tuple(placed), spares, None, 0)
+        return Placement(tuple(placed), spares, None, 0, sites)
     if sites.sync_every_steps is None:
         raise InputError(f"{sites.path}: sync_every_steps: required, the job spans {len(placed)} sites")
-    # A cross-site synchronisation passes the weights along the chain of sites in use; it waits for the
-    # slowest hop.
-    stall = 0
-    for (a, _), (b, _) in zip(placed, placed[1:]):
-        link = sites.link(a, b)
-        if link is None:
-            raise InputError(f"{sites.path}: links: the job spans {a} and {b} but no link joins them")
-        stall = max(stall, to_ns(link.latency_s + sync_bits / link.bandwidth_bit_s))
-    return Placement(tuple(placed), spares, sites.sync_every_steps, stall)
+    stall = max(d for _, d in sync_hops(sites, [name for name, _ in placed], sync_bits))
+    return Placement(tuple(placed), spares, sites.sync_every_steps, stall, sites)
 
 
 def _register_schema() -> None:
