@@ -76,11 +76,11 @@ def audit_cmd(ctx: typer.Context, protocols: list[str] = typer.Argument(None, he
     units = _units(ctx)
     chosen = [ws.load(p, units) for p in protocols] if protocols else ws.load_all(units)
     result = audit(chosen)
-    lines = [f"{'protocol':<10} {'gate':<6} {'metric':<40} {'rule':<28} {'min n':>7} {'planned':>8}  verdict"]
+    lines = [f"{'protocol':<10} {'gate':<6} {'metric':<36} {'rule':<30} {'min n':>7} {'planned':>8}  verdict"]
     for g in result.gates:
         need = "never" if g.min_samples is None else str(g.min_samples)
         verdict = "ok" if g.can_pass else "CANNOT PASS"
-        lines.append(f"{g.protocol:<10} {g.falsifier:<6} {g.metric:<40} {g.rule:<28} {need:>7} {g.planned:>8}  "
+        lines.append(f"{g.protocol:<10} {g.gate:<6} {g.metric:<36} {g.rule:<30} {need:>7} {g.planned:>8}  "
                      f"{verdict}" + ("" if g.can_pass else f" ({g.note})"))
     lines.append(f"{len(result.flagged)} gate(s) cannot pass at the planned sample size")
     out(result.to_dict(), "\n".join(lines), as_json)

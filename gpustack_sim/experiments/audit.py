@@ -5,7 +5,8 @@ a run at that size could only fail it, which would say nothing about the mechani
 - proportion metrics: exact Clopper–Pearson, with the most favourable outcome (every trial a success, or
   none); e.g. a 95% one-sided lower bound (90% interval) >= 0.99 needs 299 trials without a miss.
 - mean metrics: a bound needs at least 2 replications (Student's t); beyond that, whether it passes depends
-  on the spread, which only the run can show; a point comparison can pass at 1."""
+  on the spread, which only the run can show; a point comparison can pass at 1.
+- evidence requirements with `min_samples`: met only if the planned sample reaches it."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ class GateAudit(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     protocol: str
-    falsifier: str
+    gate: str
+    kind: str  # falsifier | evidence
     metric: str
     estimator: str
     bound: str
@@ -55,7 +57,9 @@ def audit_protocol(protocol: Protocol) -> list[GateAudit]:
         t = protocol.thresholds[f.id]
         level = (1 + m.interval) / 2
         sym = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}.get(f.op)
-        rule = (f"{f.bound} in [{t.value:g}, {t.upper:g}]" if f.op == "between" else f"{f.bound} {sym} {t.value:g}")
+        unit = "" if m.unit == "1" else f" {m.unit}"
+        rule = (f"{f.bound} in [{t.value:g}, {t.upper:g}]{unit}" if f.op == "between"
+                else f"{f.bound} {sym} {t.value:g}{unit}")
         if m.estimator == "proportion":
             planned, source = (m.planned_trials, "planned_trials") if m.planned_trials else (
                 spec.planned_sample_size, "planned_sample_size")
@@ -71,9 +75,24 @@ def audit_protocol(protocol: Protocol) -> list[GateAudit]:
         can = need is not None and need <= planned
         if not can and need is not None:
             note += f"; cannot pass at the planned {planned}: needs {need}"
-        out.append(GateAudit(protocol=protocol.key, falsifier=f.id, metric=m.name, estimator=m.estimator,
+        out.append(GateAudit(protocol=protocol.key, gate=f.id, kind="falsifier", metric=m.name, estimator=m.estimator,
                              bound=f.bound, rule=rule, planned=planned, planned_from=source, min_samples=need,
                              can_pass=can, note=note))
+    for e in spec.evidence_requirements:
+        if e.min_samples is None:
+            continue
+        for name in e.metrics:
+            m = protocol.metric(name)
+            planned, source = (m.planned_trials, "planned_trials") if m.planned_trials else (
+                spec.planned_sample_size, "planned_sample_size")
+            can = e.min_samples <= planned
+            note = "evidence requirement: samples the metric must rest on"
+            if not can:
+                note += f"; cannot be met at the planned {planned}: needs {e.min_samples}"
+            out.append(GateAudit(protocol=protocol.key, gate=e.id, kind="evidence", metric=name,
+                                 estimator=m.estimator, bound="-", rule=f"samples >= {e.min_samples}",
+                                 planned=planned, planned_from=source, min_samples=e.min_samples, can_pass=can,
+                                 note=note))
     return out
 
 
