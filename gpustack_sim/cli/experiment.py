@@ -130,19 +130,28 @@ def _n(x):
 
 @contextmanager
 def _progress(label: str):
-    """A rich progress bar on stderr over the panel's replays (arms x replications); it disappears when done."""
+    """A rich progress bar on stderr over the panel's replays (arms x replications), started at the first
+    replay (a refused run prints its one error line and nothing else); it disappears when done."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     state: dict = {}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as prog:
-        def tick(done: int, total: int) -> None:
-            if "task" not in state:
-                state["task"] = prog.add_task(f"{label} panel (arms x replications)", total=total)
-            prog.update(state["task"], completed=done)
 
+    def tick(done: int, total: int) -> None:
+        if "bar" not in state:
+            if total < 2:
+                return
+            bar = state["bar"] = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                          TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            bar.start()
+            state["task"] = bar.add_task(f"{label} panel (arms x replications)", total=total)
+        state["bar"].update(state["task"], completed=done)
+
+    try:
         yield tick
+    finally:
+        if "bar" in state:
+            state["bar"].stop()
 
 
 @experiment_app.command("log")

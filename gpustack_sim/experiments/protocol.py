@@ -68,7 +68,7 @@ class Falsifier(_Strict):
 class IndependentVariable(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = Field(min_length=1)
-    values: list[Quantity | bool] = Field(default_factory=list, description="Levels or the fixed value.")
+    values: list[str | int | float | bool] = Field(default_factory=list, description="Levels or the fixed value.")
 
 
 class HeldOutDimension(_Strict):
@@ -107,7 +107,7 @@ class EvidenceRequirement(_Strict):
 class Scenario(_Strict):
     run: str | None = Field(None, description="Run file, relative to the repository root.")
     sites: str | None = Field(None, description="Sites file, relative to the repository root.")
-    parameters: dict[str, Quantity | bool] = Field(default_factory=dict,
+    parameters: dict[str, str | int | float | bool] = Field(default_factory=dict,
                                                    description="Panel parameters (the arms' settings).")
 
 

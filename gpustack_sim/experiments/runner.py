@@ -193,7 +193,7 @@ def _observations(protocol: Protocol, stage: str, observations: Path | None, ws:
         for p in found:
             out.append((f"sha256:{file_sha256(p)}", f"observation {r.id}: {p.name}"))
     if missing:
-        raise InputError(f"--stage {stage}: {ws.shown(observations)} holds no measured observations for: "
+        raise InputError(f"--stage {stage}: {observations} holds no measured observations for: "
                          + "; ".join(missing), "one file per requirement, named <id>.<ext>")
     return out
 
