@@ -98,7 +98,8 @@ class EvidenceRequirement(_Strict):
     earliest_stage: Stage = Field(description="Before this stage the requirement is deferred, not missing.")
     acceptance: Literal["resolved", "falsifiers_pass", "min_samples"] = Field(
         description="resolved: every required metric has a value and interval; falsifiers_pass: every falsifier "
-        "on the required metrics passes; min_samples: each required metric rests on at least min_samples samples.")
+        "on the required metrics passes; min_samples: each required metric rests on at least min_samples samples "
+        "(fewer is missing evidence, not a failure).")
     min_samples: int | None = Field(None, ge=1, description="For acceptance min_samples.")
     mandatory: bool = Field(description="A failed mandatory requirement fails the screen.")
     metrics: list[str] = Field(min_length=1, description="Metrics the requirement needs.")
@@ -256,7 +257,7 @@ def _check(spec: ProtocolFile, fail, units) -> dict[str, Threshold] | None:
         if f.metric not in metrics:
             raise fail(("falsifiers", i, "metric"), f"unknown metric {f.metric!r}", did_you_mean(f.metric, metrics))
         if f.op == "between" and f.upper is None:
-            raise fail(("falsifiers", i, "upper"), "op between needs an upper end")
+            raise fail(("falsifiers", i, "op"), "op between needs an upper end (`upper`)")
         if f.op != "between" and f.upper is not None:
             raise fail(("falsifiers", i, "upper"), f"only op between takes an upper end (op is {f.op})")
     for i, e in enumerate(spec.evidence_requirements):

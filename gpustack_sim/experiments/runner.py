@@ -338,8 +338,8 @@ def _evidence(e, metrics: Sequence[MetricResult], falsifiers: Sequence[Falsifier
         return EvidenceResult(**common, status="satisfied", reason="every required metric resolved with an interval")
     if e.acceptance == "min_samples":
         short = [f"{m.name} ({m.samples})" for m in need if m.samples < e.min_samples]
-        if short:
-            return EvidenceResult(**common, status="failed",
+        if short:  # too little data says nothing against the mechanism: missing, not failed
+            return EvidenceResult(**common, status="missing",
                                   reason=f"fewer than {e.min_samples} samples: {', '.join(short)}")
         return EvidenceResult(**common, status="satisfied", reason=f"every required metric rests on >= {e.min_samples}")
     mine = [f for f in falsifiers if f.metric in e.metrics]
