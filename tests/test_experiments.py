@@ -322,3 +322,10 @@ def test_interval_bounds_are_finite_and_ordered(tmp_path, engine):
     assert art.conclusion == "inconclusive"  # 4 < 200 replications: EV1 is missing, not failed
     assert next(e for e in art.evidence if e.id == "EV1").status == "missing"
     assert {c.name for c in art.missing_capabilities} == {"site_power_series", "checkpoint_and_idle_node_power"}
+
+
+def test_docs_example_runs(monkeypatch):
+    text = (REPO / "docs" / "experiments.md").read_text()
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(REPO)
+    exec(compile(block, "docs/experiments.md", "exec"), {})

@@ -359,13 +359,13 @@ def conclude(stage: str, metrics: Sequence[MetricResult], falsifiers: Sequence[F
     survived = "survived_virtual" if stage == "virtual" else "survived_real_validation"
     failed = [f"falsifier {f.id} failed: {f.metric} {f.reason}" for f in falsifiers if f.status == "failed"]
     failed += [f"mandatory evidence {e.id} failed: {e.reason}" for e in evidence if e.mandatory and e.status == "failed"]
-    if failed:
-        return failed_name, failed
     open_ = [f"evidence {e.id} missing: {e.reason}" for e in evidence if e.status == "missing"]
     open_ += [f"metric {m.name} unresolved" + (f" (needs {', '.join(m.missing_capabilities)})"
                                                if m.missing_capabilities else "")
               for m in metrics if m.status == "unresolved"]
     open_ += [f"falsifier {f.id} unresolved: {f.reason}" for f in falsifiers if f.status == "unresolved"]
+    if failed:
+        return failed_name, failed + [f"also open: {o}" for o in open_]
     if open_:
         return "inconclusive", open_
     reasons = ["every falsifier due at this stage passed and every evidence requirement due was satisfied"]
