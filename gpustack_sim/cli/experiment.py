@@ -23,7 +23,8 @@ DirOpt = typer.Option(None, "--dir", envvar="GPUSTACK_EXPERIMENTS",
 def _workspace(ctx: typer.Context, directory: Path | None):
     from ..experiments import Workspace
 
-    return Workspace.at(directory if directory is not None else settings(ctx).catalog.resolve().parent / "experiments")
+    root = settings(ctx).catalog.resolve().parent  # scenario files are relative to the repository root
+    return Workspace.at(directory if directory is not None else root / "experiments", root)
 
 
 def _units(ctx: typer.Context):

@@ -39,7 +39,7 @@ class Workspace:
         try:
             return path.resolve().relative_to(self.directory.resolve().parent).as_posix()
         except ValueError:
-            return path.name
+            return str(path)
 
     def files(self) -> list[Path]:
         if not self.protocols_dir.is_dir():
