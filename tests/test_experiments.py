@@ -116,6 +116,10 @@ def _line_of(path: Path, needle: str) -> int:
     ("between without upper", "    op: ge\n    threshold: 0.95", "    op: between\n    threshold: 0.95",
      "op: between", "falsifiers[0].op: op between needs an upper end (`upper`)"),
     ("bad op", "    op: le\n    threshold: 1.0", "    op: lte\n    threshold: 1.0", "op: lte", "falsifiers[2].op"),
+    ("missing scenario file", "sites: experiments/sites/e001_three_sites.yaml", "sites: experiments/sites/none.yaml",
+     "sites: experiments/sites/none.yaml", "scenario.sites: experiments/sites/none.yaml not found in the repository"),
+    ("path outside", "sites: experiments/sites/e001_three_sites.yaml", "sites: ../etc/passwd", "sites: ../etc/passwd",
+     "scenario.sites: '../etc/passwd': give a path inside the repository"),
 ])
 def test_bad_protocol_is_one_line_with_file_line_and_field(tmp_path, engine, case, old, new, needle, says):
     path = _bad(tmp_path, old, new)
@@ -123,7 +127,7 @@ def test_bad_protocol_is_one_line_with_file_line_and_field(tmp_path, engine, cas
         path.write_text(path.read_text().replace("    primary: true\n", ""))
         needle, says = "metrics:", "metrics: no primary metric"
     with pytest.raises(InputError) as exc:
-        load_protocol(path, engine.units, "E001.yaml")
+        load_protocol(path, engine.units, "E001.yaml", REPO)
     message = str(exc.value)
     assert "\n" not in message
     assert message.startswith(f"E001.yaml:{_line_of(path, needle)}: "), message

@@ -81,7 +81,8 @@ def test_edited_frozen_protocol_is_refused_and_nothing_written(tmp_path, cli):
     assert not (root / "experiments" / "results").exists()
     freeze = cli("--build-dir", str(REPO / "build"), "experiment", "freeze", "E001", cwd=root)
     assert freeze.returncode == 2 and "differs from its frozen copy in planned_sample_size" in freeze.stderr
-    assert (root / "experiments" / "protocols.lock").read_bytes() == (REPO / "experiments" / "protocols.lock").read_bytes()
+    lock = "experiments/protocols.lock"
+    assert (root / lock).read_bytes() == (REPO / lock).read_bytes()
 
 
 def test_audit_and_log_check_on_the_repository(cli):

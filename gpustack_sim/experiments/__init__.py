@@ -71,7 +71,7 @@ def findings(ws: Workspace, units):
     for path in ws.files():
         shown = ws.shown(path)
         try:
-            p = load_protocol(path, units, shown)
+            p = load_protocol(path, units, shown, ws.root)
         except InputError as exc:
             m = _WHERE.match(str(exc))
             if m:

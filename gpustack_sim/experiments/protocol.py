@@ -187,9 +187,9 @@ def plain(data):
     return data
 
 
-def load_protocol(path: Path, units=None, shown: str | None = None) -> Protocol:
-    """Read and check one protocol file; `units` (the catalog's UnitSystem) enables the unit checks.
-    `shown` is the path printed in errors (default: as given)."""
+def load_protocol(path: Path, units=None, shown: str | None = None, root: Path | None = None) -> Protocol:
+    """Read and check one protocol file; `units` (the catalog's UnitSystem) enables the unit checks, `root`
+    (the repository root) the check that scenario files exist. `shown` is the path printed in errors."""
     from gpustack_compiler.yaml_lines import YamlError, line_at, load
 
     where = shown or str(path)
@@ -224,6 +224,11 @@ def load_protocol(path: Path, units=None, shown: str | None = None) -> Protocol:
         return InputError(f"{where}:{line_at(data, loc)}: {_field(loc)}: {message}", hint)
 
     thresholds = _check(spec, fail, units)
+    if root is not None:
+        for key in ("run", "sites"):
+            rel = getattr(spec.scenario, key)
+            if rel is not None and not (root / rel).is_file():
+                raise fail(("scenario", key), f"{rel} not found in the repository")
     return Protocol(spec, json_data, where, thresholds)
 
 

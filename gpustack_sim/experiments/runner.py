@@ -24,8 +24,8 @@ import numpy as np
 from gpustack_compiler.errors import InputError
 
 from .panels import PANELS
-from .panels.base import Capability, MeanSample, MetricOutcome, PanelContext, ProportionSample, Unresolved
-from .protocol import STAGES, Metric, Protocol, canonical_json, sha256_of
+from .panels.base import Capability, MetricOutcome, PanelContext, ProportionSample, Unresolved
+from .protocol import STAGES, Metric, Protocol, sha256_of
 from .results import (Artifact, ArmResult, CommonRandomNumbers, DataId, EvidenceGap, EvidenceResult,
                       FalsifierResult, MetricResult, MissingCapability, ProtocolRef, RunResult)
 from .stats import clopper_pearson, compare, mean_interval
@@ -358,7 +358,8 @@ def conclude(stage: str, metrics: Sequence[MetricResult], falsifiers: Sequence[F
     failed_name = "failed_virtual_screen" if stage == "virtual" else "failed_real_validation"
     survived = "survived_virtual" if stage == "virtual" else "survived_real_validation"
     failed = [f"falsifier {f.id} failed: {f.metric} {f.reason}" for f in falsifiers if f.status == "failed"]
-    failed += [f"mandatory evidence {e.id} failed: {e.reason}" for e in evidence if e.mandatory and e.status == "failed"]
+    failed += [f"mandatory evidence {e.id} failed: {e.reason}" for e in evidence
+               if e.mandatory and e.status == "failed"]
     open_ = [f"evidence {e.id} missing: {e.reason}" for e in evidence if e.status == "missing"]
     open_ += [f"metric {m.name} unresolved" + (f" (needs {', '.join(m.missing_capabilities)})"
                                                if m.missing_capabilities else "")
@@ -374,7 +375,8 @@ def conclude(stage: str, metrics: Sequence[MetricResult], falsifiers: Sequence[F
     return survived, reasons
 
 
-def _capabilities(metrics: Sequence[MetricResult], outcomes: Mapping[str, MetricOutcome], panel) -> list[MissingCapability]:
+def _capabilities(metrics: Sequence[MetricResult], outcomes: Mapping[str, MetricOutcome],
+                  panel) -> list[MissingCapability]:
     described: dict[str, str] = {c.name: c.description for c in panel.missing}
     for o in outcomes.values():
         if isinstance(o, Unresolved):
@@ -422,4 +424,4 @@ def load_artifact(path: Path) -> Artifact:
     return artifact
 
 
-__all__ = ["code_version", "conclude", "load_artifact", "run_protocol", "write_artifact", "canonical_json"]
+__all__ = ["code_version", "conclude", "load_artifact", "run_protocol", "write_artifact"]

@@ -47,7 +47,7 @@ class Workspace:
         return sorted(p for p in self.protocols_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
     def load_all(self, units=None) -> list[Protocol]:
-        protocols = [load_protocol(p, units, self.shown(p)) for p in self.files()]
+        protocols = [load_protocol(p, units, self.shown(p), self.root) for p in self.files()]
         seen: dict[str, str] = {}
         for p in protocols:
             if p.key in seen:
