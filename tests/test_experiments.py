@@ -336,3 +336,10 @@ def test_docs_example_runs(monkeypatch):
     block = text.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(REPO)
     exec(compile(block, "docs/experiments.md", "exec"), {})
+
+
+def test_committed_experiment_schemas_are_fresh():
+    from gpustack_compiler import schema as schema_mod
+
+    assert {"protocol.schema.json", "experiment_artifact.schema.json"} <= set(schema_mod.SCHEMA_FILES)
+    assert schema_mod.stale(REPO / "schemas") == []
