@@ -24,6 +24,9 @@ def check(ctx: typer.Context,
     if not s.catalog.is_dir():
         raise InputError(f"catalog directory {s.catalog} not found", "pass --catalog PATH")
     result = pipeline.run(s.catalog, s.build, write_manifest=False, need_manifest=False)
+    from ..experiments.check import protocol_findings  # the preregistered protocols beside the catalog
+
+    result.findings.extend(protocol_findings(s.catalog, s.build, result))
     fmt = "json" if as_json else format
     text = result.findings.render(fmt)
     if text:

@@ -1,0 +1,92 @@
+"""Preregistered experiments: protocols (checked, frozen by content hash), the power audit, runs on the
+virtual datacenter that write content-addressed artifacts, and the results log. docs/experiments.md.
+
+    from gpustack_sim import Engine
+    from gpustack_sim.experiments import Workspace, run_protocol
+    ws = Workspace.at("experiments")
+    result = run_protocol("E001", workspace=ws, engine_factory=lambda: Engine.open("catalog"))
+    result.artifact.conclusion
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpustack_compiler.errors import InputError
+
+from .audit import Audit, GateAudit, audit
+from .lock import FreezeResult, freeze, lock_status
+from .protocol import Protocol, ProtocolFile, load_protocol
+from .results import Artifact, RunResult
+from .runner import conclude, load_artifact, run_protocol
+from .workspace import Workspace
+
+
+@dataclass(frozen=True)
+class ProtocolStatus:
+    key: str
+    path: str
+    title: str
+    sha256: str
+    lock: str  # frozen | unfrozen | modified
+    differing_fields: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"protocol": self.key, "path": self.path, "title": self.title, "sha256": self.sha256,
+                "lock": self.lock, "differing_fields": list(self.differing_fields)}
+
+
+def check(ws: Workspace, units) -> list[ProtocolStatus]:
+    """Check every protocol (the first bad one raises a one-line InputError) and its lock status."""
+    entries = ws.lock()
+    out = []
+    for p in ws.load_all(units):
+        status, fields = lock_status(p, entries)
+        out.append(ProtocolStatus(p.key, p.path, p.spec.title, p.sha256, status, tuple(fields)))
+    return out
+
+
+def freeze_protocol(ws: Workspace, ref: str, units) -> FreezeResult:
+    p = ws.load(ref, units)
+    return freeze(p, ws.directory, p.path)
+
+
+_WHERE = re.compile(r"^(?P<file>[^:]+):(?P<line>[0-9]+): (?P<message>.*)$")
+
+
+def findings(ws: Workspace, units):
+    """The protocols' errors as catalog findings (for `gpustack check`): a bad protocol, a frozen protocol
+    that was edited. Nothing when there is no experiments folder."""
+    from gpustack_compiler.findings import Findings
+
+    out = Findings()
+    if not ws.protocols_dir.is_dir():
+        return out
+    try:
+        entries = ws.lock()
+    except InputError as exc:
+        out.add(ws.shown(ws.directory / "protocols.lock"), 1, "experiment.lock", str(exc))
+        return out
+    for path in ws.files():
+        shown = ws.shown(path)
+        try:
+            p = load_protocol(path, units, shown, ws.root)
+        except InputError as exc:
+            m = _WHERE.match(str(exc))
+            if m:
+                out.add(m["file"], int(m["line"]), "experiment.protocol", m["message"])
+            else:
+                out.add(shown, 1, "experiment.protocol", str(exc))
+            continue
+        status, fields = lock_status(p, entries)
+        if status == "modified":
+            out.add(shown, 1, "experiment.frozen-edited",
+                    f"{p.spec.id} version {p.spec.version} differs from its frozen copy in {', '.join(fields)}; "
+                    "restore it or raise `version`")
+    return out
+
+
+__all__ = ["Artifact", "Audit", "FreezeResult", "GateAudit", "Protocol", "ProtocolFile", "ProtocolStatus",
+           "RunResult", "Workspace", "audit", "check", "conclude", "findings", "freeze", "freeze_protocol",
+           "load_artifact", "load_protocol", "run_protocol"]
