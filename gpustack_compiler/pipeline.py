@@ -120,7 +120,8 @@ def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cac
         _write(text, build_dir)
     if cache is not None:
         _store(cache, catalog_hash, cat.findings, text)
-    return Result(cat.findings, manifest, catalog_hash)
+    # The manifest as written (keys sorted), so a fresh compile and a cached one are the same object.
+    return Result(cat.findings, json.loads(text) if text is not None else None, catalog_hash)
 
 
 def _cached(cache: Path, catalog_hash: str, write_to: Path | None, need_manifest: bool) -> Result | None:
