@@ -228,11 +228,11 @@ def test_example_sites_place_the_job_under_the_power_caps():
 
 
 @pytest.mark.parametrize("edit, message", [
-    (("power_cap: 650 kW", "power_cap: 900 kW"), r"example.yaml:\d+: sites.0.power_cap: '900 kW' is above cooling_limit"),
-    (("base_power: 100 kW", "base_power: -5 kW"), r"example.yaml:\d+: sites.0.base_power: .* negative"),
-    (("to: west", "to: north"), r"example.yaml:\d+: links.0.to: unknown site 'north'"),
-    (("latency: 30 ms", "latency: 30 W"), r"example.yaml:\d+: links.0.latency: '30 W' is not a s quantity"),
-    (("    spare_nodes: 4\n  - name: west", "    spare: 4\n  - name: west"), r"example.yaml:\d+: sites.0.spare: Extra"),
+    (("power_cap: 650 kW", "power_cap: 900 kW"), r"example.yaml:\d+: sites\[0\].power_cap: '900 kW' is above cooling_limit"),
+    (("base_power: 100 kW", "base_power: -5 kW"), r"example.yaml:\d+: sites\[0\].base_power: .* negative"),
+    (("to: west", "to: north"), r"example.yaml:\d+: links\[0\].to: unknown site 'north'"),
+    (("latency: 30 ms", "latency: 30 W"), r"example.yaml:\d+: links\[0\].latency: '30 W' is not a s quantity"),
+    (("    spare_nodes: 4\n  - name: west", "    spare: 4\n  - name: west"), r"example.yaml:\d+: sites\[0\].spare: Extra"),
 ])
 def test_bad_sites_name_file_line_and_field(tmp_path, edit, message):
     text = (REPO / "sites" / "example_two_sites.yaml").read_text()

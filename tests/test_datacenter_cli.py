@@ -48,9 +48,9 @@ def _bad_sites(tmp_path: Path, old: str, new: str) -> Path:
 
 
 @pytest.mark.parametrize("case, expected", [
-    ("cap_above_grid", "sites.1.power_cap: '750 kW' is above grid_limit '700 kW'"),
-    ("negative", "sites.0.storage_bandwidth: '-100 GB/s' is negative"),
-    ("unknown_link_site", "links.0.from: unknown site 'north'"),
+    ("cap_above_grid", "sites[1].power_cap: '750 kW' is above grid_limit '700 kW'"),
+    ("negative", "sites[0].storage_bandwidth: '-100 GB/s' is negative"),
+    ("unknown_link_site", "links[0].from: unknown site 'north'"),
     ("negative_rate", "cluster.rel.node_fleet_failure_rate"),
     ("unresolved_run", "no_such_preset"),
 ])

@@ -125,9 +125,9 @@ def test_overlapping_signals_of_one_kind_are_a_conflict(tmp_path):
     signals = ("    signals:\n      - {kind: cooling, start: 1 hour, duration: 2 hour, limit: 200 kW}\n"
                "      - {kind: cooling, start: 2 hour, duration: 1 hour, limit: 180 kW}\n"
                "      - {kind: grid, start: 2 hour, duration: 1 hour, limit: 180 kW}\n")
-    with pytest.raises(InputError, match=r"sites.yaml:\d+: sites.0.signals: .*signals.1 conflicts with signals.0"):
+    with pytest.raises(InputError, match=r"sites.yaml:\d+: sites\[0\]\.signals: .*signals.1 conflicts with signals.0"):
         load_sites(sites_file(tmp_path, ONE_SITE + signals), _units())
-    with pytest.raises(InputError, match=r"sites.yaml:\d+: sites.0.signals.0.duration: must be positive"):
+    with pytest.raises(InputError, match=r"sites.yaml:\d+: sites\[0\]\.signals\[0\]\.duration: must be positive"):
         load_sites(sites_file(tmp_path, ONE_SITE + "    signals: [{kind: grid, start: 1 hour, duration: 0 s, "
                               "limit: 1 kW}]\n"), _units())
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpustack_compiler.errors import InputError
 
@@ -181,27 +181,16 @@ def sync_hops(sites: Sites, in_use: list[str], sync_bits: float) -> tuple[tuple[
 def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
     """Read and check a sites file; `units` is the catalog's UnitSystem."""
     from gpustack_compiler.catalog import parse_quantity
-    from gpustack_compiler.yaml_lines import YamlError, line_at, load
+    from gpustack_compiler.documents import field_path, read_mapping, validate
+    from gpustack_compiler.yaml_lines import line_at
 
     from .resources import signal_calendars
 
-    try:
-        data, _ = load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read sites file ({exc.strerror or exc})") from None
-    except YamlError as exc:
-        raise InputError(f"{path}:{exc.line}: {exc.message}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}:1: a sites file is a YAML mapping")
-    try:
-        spec = SitesFile.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        loc = tuple(err["loc"])
-        raise InputError(f"{path}:{line_at(data, loc)}: {'.'.join(map(str, loc))}: {err['msg']}") from None
+    data = read_mapping(path, "sites file")
+    spec = validate(SitesFile, data, str(path))
 
     def fail(loc: tuple, message: str):
-        return InputError(f"{path}:{line_at(data, loc)}: {'.'.join(map(str, loc))}: {message}")
+        return InputError(f"{path}:{line_at(data, loc)}: {field_path(loc)}: {message}")
 
     def base(value: Quantity, loc: tuple) -> float:
         want = units.parse(_DIMENSIONS[loc[-1]])

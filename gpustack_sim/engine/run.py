@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpustack_compiler.errors import InputError
 
@@ -134,31 +134,13 @@ def set_field(data: dict, path: str, value) -> None:
 def load_run(path: Path | None, overrides: list[str] = ()) -> RunSpec:
     """Read a run file (or, without one, build the run from `--set` flags alone); every problem is one
     line naming the file, line and field (or the flag)."""
-    from gpustack_compiler.yaml_lines import YamlError, line_at, load
+    from gpustack_compiler.documents import read_mapping, validate
 
-    data: dict = {}
     if path is None and not overrides:
         raise InputError("no run given: pass a run file (see runs/) or describe the run with --set FIELD=VALUE flags")
-    if path is not None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read run file ({exc.strerror or exc})") from None
-        try:
-            data, _ = load(text)
-        except YamlError as exc:
-            raise InputError(f"{path}:{exc.line}: {exc.message}") from None
-        if not isinstance(data, dict):
-            raise InputError(f"{path}:1: a run file is a YAML mapping")
+    data = read_mapping(path, "run file") if path is not None else {}
     apply_overrides(data, list(overrides))
-    try:
-        return RunSpec.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        loc = tuple(err["loc"])
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        where = f"{path}:{line_at(data, loc)}" if path is not None else "--set"
-        raise InputError(f"{where}: {field}: {err['msg']}") from None
+    return validate(RunSpec, data, str(path) if path is not None else "--set")
 
 
 def _register_schema() -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.suggest import did_you_mean
@@ -190,30 +190,12 @@ def plain(data):
 def load_protocol(path: Path, units=None, shown: str | None = None, root: Path | None = None) -> Protocol:
     """Read and check one protocol file; `units` (the catalog's UnitSystem) enables the unit checks, `root`
     (the repository root) the check that scenario files exist. `shown` is the path printed in errors."""
-    from gpustack_compiler.yaml_lines import YamlError, line_at, load
+    from gpustack_compiler.documents import field_path, read_mapping, validate
+    from gpustack_compiler.yaml_lines import line_at
 
     where = shown or str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read protocol ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{where}:1: a protocol file is UTF-8 text") from None
-    try:
-        data, duplicates = load(text)
-    except YamlError as exc:
-        raise InputError(f"{where}:{exc.line}: {exc.message}") from None
-    if duplicates:
-        key, line = duplicates[0]
-        raise InputError(f"{where}:{line}: {key}: key given twice")
-    if not isinstance(data, dict):
-        raise InputError(f"{where}:1: a protocol is a YAML mapping")
-    try:
-        spec = ProtocolFile.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        loc = tuple(err["loc"])
-        raise InputError(f"{where}:{line_at(data, loc)}: {_field(loc)}: {err['msg']}") from None
+    data = read_mapping(path, "protocol", where)
+    spec = validate(ProtocolFile, data, where)
     try:
         json_data = plain(data)
         canonical_json(json_data)
@@ -221,7 +203,7 @@ def load_protocol(path: Path, units=None, shown: str | None = None, root: Path |
         raise InputError(f"{where}:1: a protocol may not hold NaN or infinite numbers") from None
 
     def fail(loc: tuple, message: str, hint: str | None = None) -> InputError:
-        return InputError(f"{where}:{line_at(data, loc)}: {_field(loc)}: {message}", hint)
+        return InputError(f"{where}:{line_at(data, loc)}: {field_path(loc)}: {message}", hint)
 
     thresholds = _check(spec, fail, units)
     if root is not None:
@@ -230,13 +212,6 @@ def load_protocol(path: Path, units=None, shown: str | None = None, root: Path |
             if rel is not None and not (root / rel).is_file():
                 raise fail(("scenario", key), f"{rel} not found in the repository")
     return Protocol(spec, json_data, where, thresholds)
-
-
-def _field(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top)"
 
 
 def _check(spec: ProtocolFile, fail, units) -> dict[str, Threshold] | None:
