@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.errors import GpustackError, InputError
 
 
 @dataclass(frozen=True)
@@ -24,19 +24,22 @@ class SiteReport:
     runs: int
     simulations: int
     experiments: int
+    skipped: tuple[tuple[str, str], ...] = ()  # (what, why) left out of the site, also listed on its front page
 
     def to_dict(self) -> dict:
         return {"out": self.out, "files": len(self.files), "digest": self.digest, "runs": self.runs,
-                "simulations": self.simulations, "experiments": self.experiments}
+                "simulations": self.simulations, "experiments": self.experiments,
+                "skipped": [{"what": w, "why": y} for w, y in self.skipped]}
 
 
 def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulations: Sequence[str | Path] = (),
                simulate_runs: Sequence[str | Path] = (), experiments: str | Path | None = None,
-               replications: int = 3, samples: int = 10000, seed: int = 0) -> SiteReport:
+               replications: int = 3, samples: int = 10000, seed: int = 0, home: str | Path | None = None) -> SiteReport:
     """Write the site to `out` (a new or empty folder, or a site built before): a page per run file
     (estimate, step-time waterfall, cost breakdown, traces), a page per simulation (folders written by
     `gpustack simulate --out`, and run files in `simulate_runs` replayed here with `replications`), the
-    experiments folder's protocols and results, and the cone explorer over the whole catalog."""
+    experiments folder's protocols and results, and the cone explorer over the whole catalog. Files are
+    named on the pages relative to `home` (the repository), so the site does not depend on where it is."""
     from .collect import (Observatory, catalog_data, experiments_data, run_view, simulation_from_engine,
                           simulation_from_folder)
     from .render import write
@@ -49,9 +52,21 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
             raise InputError(f"run file {p} not found")
     catalog, debt = catalog_data(manifest, engine.source)
     obs = Observatory(catalog, debt)
-    obs.runs = [run_view(engine, Path(p), samples, seed) for p in runs]
-    obs.simulations = [simulation_from_folder(Path(p)) for p in simulations]
-    obs.simulations += [simulation_from_engine(engine, Path(p), replications, seed) for p in simulate_runs]
+    base = Path(home).resolve() if home is not None else Path.cwd()
+
+    def shown(p) -> str:
+        path = Path(p).resolve()
+        return path.relative_to(base).as_posix() if path.is_relative_to(base) else path.name
+
+    obs.runs = [run_view(engine, Path(p), shown(p), samples, seed) for p in runs]
+    obs.simulations = [simulation_from_folder(Path(p), shown(p)) for p in simulations]
+    for p in simulate_runs:
+        try:
+            obs.simulations.append(simulation_from_engine(engine, Path(p), shown(p), replications, seed))
+        except GpustackError as exc:
+            # A run the datacenter cannot replay yet (a checkpoint time with no source, say) is named with
+            # the reason on the front page; the rest of the site is still built.
+            obs.skipped.append((f"simulation of {shown(p)}", str(exc)))
     if experiments is not None:
         obs.experiments = experiments_data(Path(experiments), engine.units)
     root = Path(out)
@@ -60,4 +75,4 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
     for rel in sorted(files):
         digest.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
     return SiteReport(root.as_posix(), tuple(files), digest.hexdigest(), len(obs.runs), len(obs.simulations),
-                      len(obs.experiments))
+                      len(obs.experiments), tuple(obs.skipped))

@@ -86,10 +86,10 @@ def cone_graph() -> dict:
         x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None), x2="x2:Q", y2="y2:Q")
     nodes = alt.Chart(alt.NamedData("nodes")).mark_point(filled=True, cursor="pointer").encode(
         x="x:Q", y="y:Q",
-        color=alt.Color("system:N", legend=alt.Legend(title="system", orient="right")),
+        color=alt.Color("system:N", legend=alt.Legend(title="system", orient="bottom", columns=6)),
         shape=alt.Shape("kind:N", scale=alt.Scale(domain=["target", "defined", "root", "constant"],
                                                   range=["diamond", "circle", "square", "triangle-up"]),
-                        legend=alt.Legend(title="node")),
+                        legend=alt.Legend(title="node", orient="bottom")),
         size=alt.value(140),
         href="href:N",
         tooltip=[alt.Tooltip("name:N"), alt.Tooltip("units:N"), alt.Tooltip("value:N", title="value in run"),

@@ -49,6 +49,7 @@ class Observatory:
     runs: list[RunView] = field(default_factory=list)
     simulations: list[SimulationView] = field(default_factory=list)
     experiments: list[dict] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (what, why)
 
 
 def slug(text: str) -> str:
@@ -109,7 +110,7 @@ def catalog_data(manifest: dict, source) -> tuple[dict, dict]:
 
 # ---- runs ----------------------------------------------------------------------------------------
 
-def run_view(engine, path: Path, samples: int, seed: int) -> RunView:
+def run_view(engine, path: Path, shown: str, samples: int, seed: int) -> RunView:
     run = engine.load_run(path)
     est = engine.estimate(run, samples, seed)
     parts = [breakdown(engine, run, est, target, sub).to_dict() for target, sub in BREAKDOWNS
@@ -122,7 +123,7 @@ def run_view(engine, path: Path, samples: int, seed: int) -> RunView:
             steps.setdefault(s.variable, s.to_dict())
     order = [v for t in (f.target for f in est.figures) for v in figure_traces.get(t, [])]
     trace = [steps[v] for v in dict.fromkeys(order)]
-    return RunView(slug(path.stem), path.as_posix(), est.to_dict(), parts, trace, figure_traces)
+    return RunView(slug(path.stem), shown, est.to_dict(), parts, trace, figure_traces)
 
 
 # ---- simulations ---------------------------------------------------------------------------------
@@ -153,7 +154,7 @@ def _series(result: dict, log_rows: list[dict], power_rows: list[dict]) -> tuple
     return _thin(progress), failures, power
 
 
-def simulation_from_engine(engine, path: Path, replications: int, seed: int) -> SimulationView:
+def simulation_from_engine(engine, path: Path, shown: str, replications: int, seed: int) -> SimulationView:
     from ..datacenter.results import POWER_COLUMNS, PHASES
 
     run = engine.load_run(path)
@@ -168,23 +169,23 @@ def simulation_from_engine(engine, path: Path, replications: int, seed: int) -> 
             power_rows.append({k: row[k] for k in POWER_COLUMNS})
     data = result.to_dict()
     progress, failures, power = _series(data, list(result.log), power_rows)
-    return SimulationView(slug(path.stem), path.as_posix(), data, progress, failures, power)
+    return SimulationView(slug(path.stem), shown, data, progress, failures, power)
 
 
-def simulation_from_folder(folder: Path) -> SimulationView:
+def simulation_from_folder(folder: Path, shown: str) -> SimulationView:
     """A folder written by `gpustack simulate --out`: result.json, events.parquet, power.parquet."""
     import pyarrow.parquet as pq
 
     files = {n: folder / n for n in ("result.json", "events.parquet", "power.parquet")}
     absent = [n for n, p in files.items() if not p.is_file()]
     if absent:
-        raise InputError(f"--simulation {folder}: no {', '.join(absent)}", "pass a folder written by "
+        raise InputError(f"--simulation {shown}: no {', '.join(absent)}", "pass a folder written by "
                          "`gpustack simulate --out`")
     result = json.loads(files["result.json"].read_text(encoding="utf-8"))
     log_rows = pq.read_table(files["events.parquet"]).to_pylist()
     power_rows = pq.read_table(files["power.parquet"]).to_pylist()
     progress, failures, power = _series(result, log_rows, power_rows)
-    return SimulationView(slug(folder.name), folder.as_posix(), result, progress, failures, power)
+    return SimulationView(slug(folder.name), shown, result, progress, failures, power)
 
 
 # ---- experiments ---------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def write(obs: Observatory, out: Path, catalog_hash: str) -> list[str]:
     page("index.html", "index.html", title="gpustack observatory",
          headline=obs.catalog["headline"], stats=obs.catalog["stats"], runs=runs_index,
          sims=[{"href": f"simulation-{s.slug}.html", "source": s.source} for s in obs.simulations],
-         n_experiments=len(obs.experiments), debt=obs.debt)
+         n_experiments=len(obs.experiments), debt=obs.debt, skipped=obs.skipped)
     page("explorer.html", "explorer.html", title="Cone explorer", charts=True, runs=runs_index,
          headline=obs.catalog["headline"], cone_spec=charts.cone_graph())
     page("roots.html", "roots.html", title="Root debt by family", debt=obs.debt)

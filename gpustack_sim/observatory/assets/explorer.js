@@ -194,6 +194,8 @@
     };
     if (view) return draw();
     var spec = JSON.parse(document.getElementById("cone-spec").textContent);
+    // The first cone goes in with the specification (its named data sets), so nothing is drawn empty.
+    spec.datasets = { nodes: g.nodes, edges: g.edges };
     return vegaEmbed(fig.querySelector(".chart"), spec, { renderer: "svg", actions: false }).then(function (res) {
       view = res.view;
       view.addEventListener("click", function (ev, item) {
