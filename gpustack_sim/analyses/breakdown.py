@@ -182,8 +182,9 @@ def _sub_parts(splitter: _Splitter, part: Part) -> list[Part]:
     return pieces
 
 
-def _label(name: str | None, default: str = "") -> str:
-    return name.split(".", 1)[1] if name else default
+def _label(name: str) -> str:
+    """A variable's name without its system prefix: the parts of one figure rarely share a name beyond it."""
+    return name.split(".", 1)[1]
 
 
 def _intervals(engine, run, est: Estimate, splitter: _Splitter, parts: list[Part], sample: list[str]) -> None:

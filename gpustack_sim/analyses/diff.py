@@ -88,10 +88,6 @@ class CatalogDiff:
     reached: int  # variables the change reaches in all
     runs: list[RunDelta]
 
-    @property
-    def empty(self) -> bool:
-        return not self.changes and all(not r.moved and r.error_before == r.error_after for r in self.runs)
-
     def to_dict(self) -> dict:
         return {"base": self.base, "commit": self.commit, "changes": [c.to_dict() for c in self.changes],
                 "blast_radius": {"targets": self.blast, "variables": self.reached},

@@ -133,7 +133,7 @@ def _thin(rows: list[dict], points: int = SERIES_POINTS) -> list[dict]:
     return rows[::step] if step > 1 else rows
 
 
-def _series(result: dict, log_rows: list[dict], power_rows: list[dict]) -> tuple[list, list, list]:
+def _series(log_rows: list[dict], power_rows: list[dict]) -> tuple[list, list, list]:
     """Progress (step position over days), failures (day, cause) and node power by phase (kW) of the
     first replication, from the event log and power series a simulation writes."""
     day = 86400e9
@@ -168,7 +168,7 @@ def simulation_from_engine(engine, path: Path, shown: str, replications: int, se
             row.update({f"{ph}_w": float(s.power_w[ph][i]) for ph in PHASES})
             power_rows.append({k: row[k] for k in POWER_COLUMNS})
     data = result.to_dict()
-    progress, failures, power = _series(data, list(result.log), power_rows)
+    progress, failures, power = _series(list(result.log), power_rows)
     return SimulationView(slug(path.stem), shown, data, progress, failures, power)
 
 
@@ -184,7 +184,7 @@ def simulation_from_folder(folder: Path, shown: str) -> SimulationView:
     result = json.loads(files["result.json"].read_text(encoding="utf-8"))
     log_rows = pq.read_table(files["events.parquet"]).to_pylist()
     power_rows = pq.read_table(files["power.parquet"]).to_pylist()
-    progress, failures, power = _series(result, log_rows, power_rows)
+    progress, failures, power = _series(log_rows, power_rows)
     return SimulationView(slug(folder.name), shown, result, progress, failures, power)
 
 
