@@ -394,11 +394,14 @@ def _clear_files() -> None:
             f.unlink()
 
 
-def _uris(bolt_port: int, http_port: int | None) -> dict:
+def _uris(bolt_port: int, http_port: int | None, auth: bool | None = None) -> dict:
+    # Browser's URL parameters: the server to connect to, and with auth off the no-auth method, so the
+    # address connects at once instead of showing a login form.
+    query = f"?dbms=bolt://{HOST}:{bolt_port}" + ("&preselectAuthMethod=NO_AUTH" if auth is False else "")
     return {
         "bolt_uri": f"bolt://{HOST}:{bolt_port}",
         "http_url": f"http://{HOST}:{http_port}" if http_port else None,
-        "browser_url": f"http://{HOST}:{http_port}/browser/" if http_port else None,
+        "browser_url": f"http://{HOST}:{http_port}/browser/{query}" if http_port else None,
     }
 
 
@@ -408,7 +411,7 @@ def _status_from(state: dict, **extra: Any) -> dict:
     result = {
         "running": True,
         "pid": pid,
-        **_uris(state.get("bolt_port", DEFAULT_BOLT_PORT), state.get("http_port")),
+        **_uris(state.get("bolt_port", DEFAULT_BOLT_PORT), state.get("http_port"), state.get("auth")),
         "auth": state.get("auth"),
         "data_dir": state.get("data_dir"),
         "log": state.get("log", str(_log_file())),

@@ -35,12 +35,22 @@ def estimate_cmd(ctx: typer.Context,
                  samples: int = typer.Option(10000, "--samples", min=2, help="Monte Carlo samples."),
                  seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
                  trace: list[str] = typer.Option([], "--trace", help="Show what a figure is made of (label or name)."),
+                 plot: Path = typer.Option(None, "--plot", help="Write a PNG: the step-time waterfall and the "
+                                           "cost-per-token breakdown, with intervals."),
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Step time, throughput, utilization, memory fit, energy and cost of a training run, with intervals."""
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
-    est = engine(ctx, neo4j).estimate(run, samples, seed, sample)
+    eng = engine(ctx, neo4j)
+    est = eng.estimate(run, samples, seed, sample)
     data = est.to_dict()
     lines = estimate_lines(est)
+    if plot is not None:
+        from ..analyses.breakdown import breakdown
+        from ..analyses.plots import estimate_png
+
+        estimate_png(breakdown(eng, run, est, "training.t_step", sub_split=False, sample=sample),
+                     breakdown(eng, run, est, "econ.cost.per_token", sample=sample), plot)
+        lines.append(f"wrote {plot}")
     for name in trace:
         fig = next((f for f in est.figures if name in (f.label, f.target)), None)
         if fig is None:

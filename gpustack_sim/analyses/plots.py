@@ -1,0 +1,98 @@
+"""PNG plots for the terminal commands: an estimate's step-time waterfall and cost breakdown, and a sweep's
+valid layouts (objective against memory per GPU, the best marked). Matplotlib's Agg backend with fixed
+metadata (no date or software version in the file): the same result gives the same bytes."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from .breakdown import Breakdown
+from .sweep import SweepResult
+
+METADATA = {"Software": None}
+
+
+def _figure(height: float):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(9, height), dpi=100)
+
+
+def _errors(parts, starts) -> tuple[list[float], list[list[float]]]:
+    """Centres and (below, above) lengths of each part's p5-p95 band, drawn at the end of its bar."""
+    xs, err = [], [[], []]
+    for p, s in zip(parts, starts):
+        lo, hi = p.interval.get(5) if p.interval else None, p.interval.get(95) if p.interval else None
+        xs.append(s + p.value)
+        err[0].append(max(p.value - lo, 0) if lo is not None else 0)
+        err[1].append(max(hi - p.value, 0) if hi is not None else 0)
+    return xs, err
+
+
+def estimate_png(step: Breakdown, cost: Breakdown, path: str | Path) -> None:
+    """Two panels: the step time as a waterfall of its parts then the total; the cost per token as one
+    stacked bar of its parts, what is not counted listed beneath. Lines: p5 to p95."""
+    fig = _figure(9)
+    top, bottom = fig.subplots(2, 1, gridspec_kw={"height_ratios": [3, 2]})
+    if step.parts:
+        starts, acc = [], 0.0
+        for p in step.parts:
+            starts.append(acc)
+            acc += p.value
+        labels = [p.label for p in step.parts] + ["total"]
+        ys = list(range(len(labels)))[::-1]
+        top.barh(ys[:-1], [p.value for p in step.parts], left=starts, color="#4c78a8")
+        top.barh(ys[-1], step.value, color="#54a24b")
+        xs, err = _errors(step.parts, starts)
+        top.errorbar(xs, ys[:-1], xerr=err, fmt="none", ecolor="black", capsize=3)
+        if step.interval:
+            top.errorbar([step.value], [ys[-1]], xerr=[[step.value - step.interval[5]], [step.interval[95] - step.value]],
+                         fmt="none", ecolor="black", capsize=3)
+        top.set_yticks(ys, labels)
+        top.set_xlabel(f"{step.figure} ({step.units})")
+        top.set_title(f"{step.figure}: {step.value:.4g} {step.units}")
+    else:
+        top.text(0.5, 0.5, f"{step.figure}: {step.reason}", ha="center", va="center", wrap=True)
+        top.set_axis_off()
+    if cost.parts:
+        left = 0.0
+        colors = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2"]
+        for i, p in enumerate(cost.parts):
+            bottom.barh(0, p.value, left=left, color=colors[i % len(colors)], label=f"{p.label}: {p.value:.3g}")
+            left += p.value
+        if cost.interval:
+            bottom.errorbar([cost.value], [0], xerr=[[cost.value - cost.interval[5]], [cost.interval[95] - cost.value]],
+                            fmt="none", ecolor="black", capsize=4)
+        bottom.set_yticks([])
+        bottom.set_xlabel(f"{cost.figure} ({cost.units})")
+        missing = textwrap.fill("not counted: " + "; ".join(cost.leaves_out.values()), 120) if cost.leaves_out else ""
+        bottom.set_title(f"{cost.figure}: {cost.value:.4g} {cost.units}\n{missing}".strip(), fontsize=8)
+        bottom.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2, fontsize=8)
+    else:
+        bottom.text(0.5, 0.5, f"{cost.figure}: {cost.reason}"[:200], ha="center", va="center", wrap=True)
+        bottom.set_axis_off()
+    fig.tight_layout()
+    fig.savefig(path, format="png", metadata=METADATA)
+
+
+def sweep_png(result: SweepResult, axes: list[str], path: str | Path) -> None:
+    """Every valid layout as a point, objective against memory per GPU; the best one marked."""
+    fig = _figure(5.5)
+    ax = fig.subplots()
+    rows = result.top
+    ax.scatter([r["memory_per_gpu_GB"] for r in rows], [r[result.objective] for r in rows], s=18, color="#4c78a8",
+               label=f"valid layouts ({result.valid})")
+    if rows:
+        best = rows[0]
+        ax.scatter([best["memory_per_gpu_GB"]], [best[result.objective]], s=160, marker="*", color="#e45756",
+                   label="best: " + ", ".join(f"{a}={best[a]}" for a in axes), zorder=3)
+    ax.set_xlabel("memory per GPU (GB)")
+    ax.set_ylabel(f"{result.objective} ({result.units})")
+    ax.set_title(f"{result.evaluated} layouts, {result.valid} valid; best by {result.objective}")
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, format="png", metadata=METADATA)
