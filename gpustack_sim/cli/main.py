@@ -9,7 +9,8 @@ import typer
 
 from gpustack_compiler.errors import CatalogError, GpustackError, InfrastructureError, InputError
 
-from . import calibration, catalog, estimate, experiment, graph, neo4j, presets, resolve, simulate, sweep  # noqa: F401  (commands)
+from . import (calibration, catalog, estimate, experiment, graph, neo4j, observations, presets, resolve,  # noqa: F401
+               simulate, sweep)  # (commands)
 from .app import app, err
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
