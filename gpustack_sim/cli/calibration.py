@@ -75,10 +75,10 @@ def validate_cmd(ctx: typer.Context,
         mine = [t for t in result.rows if t["panel"] == name]
         lines.append(f"panel {name}: {panel['n']} scored, {panel['unresolved']} unresolved")
         if mine:
-            lines.append(f"  {'id':<34}{'measured':>10}{'predicted':>11}{'error':>8}  p5..p95")
+            lines.append(f"  {'id':<42}{'measured':>10}{'predicted':>11}{'error':>8}  p5..p95")
         for t in mine:
             band = f"{t['p5']:.4g}..{t['p95']:.4g}" if t["p5"] is not None else "-"
-            lines.append(f"  {t['id']:<34}{t['measured']:>10.4g}{t['predicted']:>11.4g}{100 * t['error']:>7.1f}%  "
+            lines.append(f"  {t['id']:<42}{t['measured']:>10.4g}{t['predicted']:>11.4g}{100 * t['error']:>7.1f}%  "
                          f"{band} {t['units']}")
         if panel["n"]:
             cov = ", ".join(f"{level} {c['covered']}/{c['n']}" for level, c in panel["coverage"].items()) or "n/a"

@@ -35,7 +35,7 @@ def list_cmd(paths: list[Path] = PathsArg, as_json: bool = JsonOpt) -> None:
     rows = [{"id": i.obs.id, "split": i.obs.split, "panel": i.obs.panel, "variable": i.obs.measures.variable,
              "value": i.obs.measured.value, "units": i.obs.measured.units, "reference": i.obs.source.reference,
              "locator": i.obs.source.locator, "where": i.where, "sha256": i.sha256} for i in items]
-    lines = [f"{r['id']:<40}{r['split']:<13}{r['variable']:<34}{r['value']:>10g} {r['units']:<9}"
+    lines = [f"{r['id']:<44}{r['split']:<13}{r['variable']:<34}{r['value']:>10g} {r['units']:<9}"
              f"{r['reference']}, {r['locator']}" for r in rows]
     out(rows, "\n".join(lines), as_json)
 
