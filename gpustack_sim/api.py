@@ -166,7 +166,7 @@ class Engine:
         else:
             items = load_observations(paths) if paths else [
                 i for i in load_observations([default_observations()]) if i.obs.split == "calibration"]
-            rows, evidence = cal.observation_rows(items, self.resolver, self.scenarios, self.facts)
+            rows, evidence = cal.observation_rows(items, self.scenarios, self.facts, set(self.tables["references"]))
         return cal.calibrate(self.resolver, self.scenarios, self.facts, rows, evidence)
 
     def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str | Policy = "daly", seed: int = 0,
@@ -210,4 +210,5 @@ class Engine:
 
         paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(p) for p in sources]
         return validate(self.resolver, self.scenarios, self.facts, paths, presets=presets, assign=assign,
-                        samples=samples, seed=seed, calibration=calibration, default_dir=default_observations())
+                        samples=samples, seed=seed, calibration=calibration, default_dir=default_observations(),
+                        references=set(self.tables["references"]))

@@ -144,6 +144,9 @@ def test_observation_schema_is_generated_and_fresh() -> None:
     (("      reference: narayanan2021_megatron\n", "      reference: narayanan2021_megatron\n      page: 6\n"),
      "observations.0.source.page: Extra inputs are not permitted"),
     (("{field: layout.micro_batch,", "{field: layoutt.micro_batch,"), "is not a field of the run"),
+    (("reference: narayanan2021_megatron", "reference: narayanan2021"), "source.reference: `narayanan2021` is not a key"),
+    (("flop_convention: megatron_recompute", "flop_convention: model"),
+     "training.achieved_flops_megatron counts FLOPs by the megatron_recompute convention"),
 ])
 def test_bad_observation_files_are_one_line(build: Path, tmp_path: Path, change, message) -> None:
     path = write(tmp_path / "bad.yaml", entries(NARAYANAN)[0].replace(*change, 1))
@@ -187,14 +190,17 @@ def test_validate_refuses_what_the_active_calibration_was_fitted_to(engine: Engi
 # ---- every row attempted -------------------------------------------------------------------------------
 
 def test_a_row_that_does_not_resolve_is_reported_and_the_others_score(engine: Engine, tmp_path: Path) -> None:
-    good, other = entries(NARAYANAN)[:2]
+    good, other, third = entries(NARAYANAN)[:3]
     tpu = other.replace("hardware: [gpu_a100_sxm, dgx_a100_node, infiniband_hdr_fat_tree]", "hardware: [tpu_v9]")
-    result = engine.validate(write(tmp_path / "obs.yaml", good, tpu), samples=50)
+    unknown = third.replace("{variable: training.achieved_flops_megatron, flop_convention: megatron_recompute}",
+                            "{variable: training.goodput_per_watt}")
+    result = engine.validate(write(tmp_path / "obs.yaml", good, tpu, unknown), samples=50)
     assert [r["id"] for r in result.rows] == ["narayanan2021-t1-gpt-1.7b"]
     assert [(u["id"], u["reason"]) for u in result.unresolved] == [
-        ("narayanan2021-t1-gpt-3.6b", "unknown preset `tpu_v9`")]
+        ("narayanan2021-t1-gpt-3.6b", "unknown preset `tpu_v9`"),
+        ("narayanan2021-t1-gpt-7.5b", "the catalog has no variable `training.goodput_per_watt`")]
     panel = result.panels["narayanan2021_table1"]
-    assert panel["n"] == 1 and panel["unresolved"] == 1 and panel["spearman"] is None
+    assert panel["n"] == 1 and panel["unresolved"] == 2 and panel["spearman"] is None
 
 
 def test_assign_for_every_row_resolves_h100_rows(build: Path, tmp_path: Path) -> None:

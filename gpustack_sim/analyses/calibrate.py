@@ -11,6 +11,7 @@ the ids it was fitted on, which `validate` then refuses to score.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from ..engine.facts import Facts, Held, Parameter
 from ..engine.observation import Loaded, require_split
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.scenario import ScenarioBuilder
-from .measured import Row, observation_row, read_rows
+from .measured import Row, check_sources, observation_row, read_rows
 from .scoring import errors
 from .uncertainty import vectorize
 
@@ -220,13 +221,14 @@ def folder_rows(data_dir: Path, facts: Facts, presets: set[str]) -> tuple[list[R
     return rows, Evidence("the calibration data folder", FOLDER_EVIDENCE, source, "korthikanti2022_recompute", DATA_FILES, data_hash(paths))
 
 
-def observation_rows(items: list[Loaded], resolver: Resolver, scenarios: ScenarioBuilder,
-                     facts: Facts) -> tuple[list[Row], Evidence]:
+def observation_rows(items: list[Loaded], scenarios: ScenarioBuilder, facts: Facts,
+                     references: Collection[str]) -> tuple[list[Row], Evidence]:
     """Rows and evidence of calibration observations; evaluation observations are refused by id."""
     if not items:
         raise InputError("no calibration observations given", "pass observation files, or see data/observations")
     require_split(items, "calibration", "calibrate")
-    rows = [observation_row(i, resolver, scenarios, facts.measured_runs) for i in items]
+    check_sources(items, references)
+    rows = [observation_row(i, scenarios, facts.measured_runs) for i in items]
     refs = sorted({i.obs.source.reference for i in items})
     if len(refs) != 1:
         # Each fitted value carries one reference key in the preset (Quantity.reference).

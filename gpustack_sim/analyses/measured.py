@@ -5,6 +5,7 @@ becomes a run). `calibrate` fits to rows; `validate` predicts and scores them.""
 from __future__ import annotations
 
 import csv
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +16,6 @@ from gpustack_compiler.errors import InputError
 
 from ..engine.facts import MeasuredRuns
 from ..engine.observation import Decision, Loaded
-from ..engine.resolver import Resolver
 from ..engine.run import RunSpec, set_field
 from ..engine.scenario import ScenarioBuilder
 
@@ -46,7 +46,15 @@ class Row:
 
 # ---- observations ----------------------------------------------------------------------------------
 
-def observation_row(item: Loaded, resolver: Resolver, scenarios: ScenarioBuilder, runs: MeasuredRuns) -> Row:
+def check_sources(items: list[Loaded], references: Collection[str]) -> None:
+    """Every observation cites a key of catalog/references.yaml (bad data: refused, naming the line)."""
+    for item in items:
+        if item.obs.source.reference not in references:
+            raise InputError(f"{item.where}: source.reference: `{item.obs.source.reference}` is not a key of "
+                             "catalog/references.yaml", "add the reference to the catalog first")
+
+
+def observation_row(item: Loaded, scenarios: ScenarioBuilder, runs: MeasuredRuns) -> Row:
     """The row an observation stands for; InputError when the catalog cannot take it (unknown variable,
     units that do not fit it, a FLOP convention that is not the variable's)."""
     obs = item.obs

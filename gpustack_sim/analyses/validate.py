@@ -9,7 +9,7 @@ are still scored."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from ..engine.resolver import ResolveError, Resolver
 from ..engine.scenario import ScenarioBuilder
 from . import scoring
 from .estimate import fitted_distributions, intervals
-from .measured import Row, observation_row, read_rows
+from .measured import Row, check_sources, observation_row, read_rows
 
 # Central prediction intervals scored: confidence level -> the percentiles that bound it.
 LEVELS = {0.5: (25, 75), 0.9: (5, 95)}
@@ -42,11 +42,11 @@ class Validation:
                 "overall": self.overall, "rows": self.rows, "unresolved": self.unresolved}
 
 
-def gather(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path],
-           default_dir: Path | None) -> tuple[list[Row], list[dict]]:
+def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], default_dir: Path | None,
+           references: Collection[str]) -> tuple[list[Row], list[dict]]:
     """Rows to predict from CSV files and observation files or folders (evaluation observations only);
-    with no sources, every evaluation observation in `default_dir`. Observations the catalog cannot take
-    (an unknown variable, say) come back as unresolved entries instead of rows."""
+    with no sources, every evaluation observation in `default_dir`. Observations of a variable the catalog
+    does not have come back as unresolved entries instead of rows."""
     csvs = [Path(p) for p in sources if Path(p).suffix.lower() == ".csv"]
     given = [Path(p) for p in sources if Path(p).suffix.lower() != ".csv"]
     rows: list[Row] = []
@@ -62,14 +62,19 @@ def gather(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sources
         items = [i for i in load_observations([default_dir]) if i.obs.split == "evaluation"]
     else:
         items = []
+    check_sources(items, references)
     unresolved = []
+    known = scenarios.records(i.obs.measures.variable for i in items)
     for item in items:
-        try:
-            rows.append(observation_row(item, resolver, scenarios, facts.measured_runs))
-        except InputError as exc:
+        if item.obs.measures.variable not in known:
+            # The catalog lacks what was measured: reported, not refused. Anything else wrong with the
+            # observation (units, convention) is bad data and stops the command at its line.
             decision = item.obs.decision.group if item.obs.decision else None
             unresolved.append({"id": item.obs.id, "panel": item.obs.panel, "where": item.where,
-                               "target": item.obs.measures.variable, "decision": decision, "reason": str(exc)})
+                               "target": item.obs.measures.variable, "decision": decision,
+                               "reason": f"the catalog has no variable `{item.obs.measures.variable}`"})
+            continue
+        rows.append(observation_row(item, scenarios, facts.measured_runs))
     return replicates_merged(rows), unresolved
 
 
@@ -104,10 +109,11 @@ def fitted_ids(scenarios: ScenarioBuilder, presets: Sequence[str]) -> set[str]:
 
 def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], *,
              presets: Sequence[str] = (), assign: Mapping[str, object] | None = None, samples: int = 2000,
-             seed: int = 0, calibration: str | None = "calibration", default_dir: Path | None = None) -> Validation:
+             seed: int = 0, calibration: str | None = "calibration", default_dir: Path | None = None,
+             references: Collection[str] = ()) -> Validation:
     extra = [*([calibration] if calibration else []), *presets]
     scenarios.build(extra, assign)  # the options apply to every row: a bad one is the user's, once
-    rows, unresolved = gather(resolver, scenarios, facts, sources, default_dir)
+    rows, unresolved = gather(scenarios, facts, sources, default_dir, references)
     runs = {r.id: r.run.with_extras(presets=[p for p in extra if p not in r.run.presets_in_order()], assign=assign)
             for r in rows}
     leaked = sorted(i for r in rows for i in set(r.ids) & fitted_ids(scenarios, runs[r.id].presets_in_order()))

@@ -22,7 +22,6 @@ from .run import RunSpec, load_run
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 KEY_PATTERN = r"^[a-z][a-z0-9_]*$"
-SPLITS = ("calibration", "evaluation")
 LOCK_NAME = "observations.lock"
 LOCK_FORMAT = 1
 
