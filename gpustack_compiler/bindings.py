@@ -98,6 +98,15 @@ def _measured_runs(c: _Checker) -> None:
             c.name(("measures", i, "by_convention", convention), name)
     if spec.convention_column is None and any(ms.by_convention for ms in spec.measures):
         c.add(("measures",), "binding.invalid-value", "a measure by convention needs `convention_column`")
+    claimed: dict[str, str] = {}
+    for convention, fc in spec.flop_conventions.items():
+        c.refs(("flop_conventions", convention), fc.references, f"FLOP convention {convention}")
+        for i, name in enumerate(fc.variables):
+            c.name(("flop_conventions", convention, "variables", i), name)
+            if name in claimed:
+                c.add(("flop_conventions", convention, "variables", i), "binding.duplicate",
+                      f"`{name}` is already counted by the {claimed[name]} convention")
+            claimed.setdefault(name, convention)
     d = spec.defaults
     for i, f in enumerate(d.fields):
         c.refs(("defaults", "fields", i), f.references, f"row default {f.field}")

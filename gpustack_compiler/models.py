@@ -241,6 +241,8 @@ class Fit(Strict):
     method: str
     data: Annotated[list[str], Field(description="Files the parameters were fitted to.")]
     data_sha256: str
+    observations: Annotated[list[str], Field(default_factory=list, description=(
+        "Ids of the observations (data/observations) fitted to: `gpustack validate` refuses to score them."))]
     rows: int
     mape: float
     max_abs_error: float
@@ -405,8 +407,15 @@ class RowDefaults(Strict):
     assignments: list[RowAssignment] = Field(default_factory=list)
 
 
+class FlopConvention(Sourced):
+    """The catalog variables a FLOP rate or utilization counted by one convention is compared with."""
+
+    variables: Annotated[list[Name], Field(min_length=1)]
+
+
 class MeasuredRunsFile(Strict):
-    """catalog/bindings/measured_runs.yaml: how a row of measured iterations (CSV) becomes a run."""
+    """catalog/bindings/measured_runs.yaml: how a row of measured iterations (CSV) becomes a run, and which
+    variable a published FLOP figure of each counting convention measures."""
 
     columns: Annotated[list[ColumnBinding], Field(min_length=1)]
     hardware: dict[Key, HardwareKey]
@@ -415,6 +424,9 @@ class MeasuredRunsFile(Strict):
         "What the measure columns are; the first a row fills in is its figure."))]
     convention_column: Annotated[str | None, Field(description="The column naming a measure's convention.")] = None
     defaults: RowDefaults = RowDefaults()
+    flop_conventions: Annotated[dict[Key, FlopConvention], Field(default_factory=dict, description=(
+        "Convention -> the variables that count FLOPs that way; an observation of one of them names its "
+        "convention, and it must be this one."))]
 
 
 class FigureBinding(Strict):

@@ -36,12 +36,18 @@ if TYPE_CHECKING:
     from .datacenter.policies import Policy
 
 REPO_CATALOG = Path(__file__).resolve().parent.parent / "catalog"
+OBSERVATIONS = Path("data") / "observations"
 
 
 def default_catalog() -> Path:
     """./catalog when there is one, else the catalog shipped beside the package."""
     here = Path("catalog")
     return here if here.is_dir() else REPO_CATALOG
+
+
+def default_observations() -> Path:
+    """./data/observations when there is one, else the observations shipped beside the package."""
+    return OBSERVATIONS if OBSERVATIONS.is_dir() else REPO_CATALOG.parent / OBSERVATIONS
 
 
 class Engine:
@@ -147,11 +153,21 @@ class Engine:
         return sweep(self.resolver, self.scenarios, self.facts, run, {k: list(v) for k, v in grid.items()},
                      objective, top)
 
-    def calibrate(self, data_dir: str | Path) -> Calibration:
-        """Fit the calibration parameters to a calibration data folder (nothing is written)."""
-        from .analyses.calibrate import calibrate
+    def calibrate(self, data: str | Path | Sequence[str | Path] = ()) -> Calibration:
+        """Fit the calibration parameters (nothing is written): to calibration observations (files or
+        folders; evaluation observations are refused by id), to a calibration data folder holding
+        training_iterations.csv, or, given nothing, to every calibration observation in data/observations."""
+        from .analyses import calibrate as cal
+        from .engine.observation import load_observations
 
-        return calibrate(self.resolver, self.scenarios, self.facts, Path(data_dir))
+        paths = [Path(data)] if isinstance(data, (str, Path)) else [Path(p) for p in data]
+        if len(paths) == 1 and (paths[0] / cal.DATA_FILES[0]).is_file():
+            rows, evidence = cal.folder_rows(paths[0], self.facts, set(self.scenarios.presets))
+        else:
+            items = load_observations(paths) if paths else [
+                i for i in load_observations([default_observations()]) if i.obs.split == "calibration"]
+            rows, evidence = cal.observation_rows(items, self.scenarios, self.facts, set(self.tables["references"]))
+        return cal.calibrate(self.resolver, self.scenarios, self.facts, rows, evidence)
 
     def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str | Policy = "daly", seed: int = 0,
                  replications: int = 1, days: float | None = None, interval_s: float | None = None,
@@ -183,8 +199,16 @@ class Engine:
 
         return report(self.resolver, self.scenarios, preset, targets or {})
 
-    def validate(self, runs_csv: str | Path, samples: int = 2000, seed: int = 0) -> Validation:
-        """Predict measured runs with the calibrated model and score the predictions."""
+    def validate(self, sources: str | Path | Sequence[str | Path] = (), *, presets: Sequence[str] = (),
+                 assign: Mapping[str, object] | None = None, samples: int = 2000, seed: int = 0,
+                 calibration: str | None = "calibration") -> Validation:
+        """Predict held-out measurements with the calibrated model and score them per panel: evaluation
+        observations (files or folders; calibration ones are refused by id) and CSV files in the calibration
+        columns; given nothing, every evaluation observation in data/observations. `presets` and `assign`
+        apply to every row after its own; rows that do not resolve are reported with their reason."""
         from .analyses.validate import validate
 
-        return validate(self.resolver, self.scenarios, self.facts, Path(runs_csv), samples, seed)
+        paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(p) for p in sources]
+        return validate(self.resolver, self.scenarios, self.facts, paths, presets=presets, assign=assign,
+                        samples=samples, seed=seed, calibration=calibration, default_dir=default_observations(),
+                        references=set(self.tables["references"]))

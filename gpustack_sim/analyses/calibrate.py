@@ -1,119 +1,34 @@
-"""Calibration and validation against measured training iterations.
+"""Calibration: fitting the efficiency parameters to measured training iterations.
 
-Each CSV row (the columns of `training_iterations.csv`) becomes a run; the step time is resolved
-symbolically in the fitted parameters and compiled once per row, and a damped Gauss-Newton fit on log
-residuals finds the parameters. Deterministic: no random start, no sampling.
+Each calibration observation (or row of a calibration data folder's `training_iterations.csv`) becomes a
+run; its figure is resolved symbolically in the fitted parameters and compiled once per row, and a damped
+Gauss-Newton fit on log residuals finds the parameters. Deterministic: no random start, no sampling.
 
-Only the files in the calibration data folder may be fitted to; `validate` only predicts and scores.
+Only calibration data may be fitted to: evaluation observations are refused by id, and the preset records
+the ids it was fitted on, which `validate` then refuses to score.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import sympy
-from pydantic import ValidationError
 
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.models import Quantity
 
 from ..engine.bindings import RunFields
-from ..engine.facts import Facts, Held, MeasuredRuns, Parameter
+from ..engine.facts import Facts, Held, Parameter
+from ..engine.observation import Loaded, require_split
 from ..engine.resolver import ResolveError, Resolver
-from ..engine.run import RunSpec, set_field
 from ..engine.scenario import ScenarioBuilder
+from .measured import Row, check_sources, observation_row, read_rows
+from .scoring import errors
 from .uncertainty import vectorize
-
-# The columns whose keys stand for presets (catalog/bindings/measured_runs.yaml).
-HARDWARE, PRECISION = "hardware", "precision"
-
-
-@dataclass
-class Row:
-    index: int  # 1-based data row (header is line 1 of the file's table)
-    line: int
-    label: str
-    run: RunSpec
-    target: str
-    measured: float  # in the target's declared units
-
-
-def read_rows(path: Path, runs: MeasuredRuns, extra_presets: list[str]) -> list[Row]:
-    """Rows of a CSV with the calibration columns plus a measured figure; errors name the row."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    body = [(n + 1, line) for n, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
-    if not body:
-        raise InputError(f"{path}: no header and no rows")
-    reader = csv.DictReader([line for _, line in body])
-    header = reader.fieldnames or []
-    absent = [c for c in [*runs.columns, HARDWARE, PRECISION] if c not in header]
-    if absent:
-        raise InputError(f"{path}:{body[0][0]}: missing column(s) {', '.join(absent)}")
-    rows = []
-    for i, record in enumerate(reader):
-        line = body[i + 1][0]
-        where = f"{path}:{line} (row {i + 1})"
-        try:
-            rows.append(_row(i + 1, line, record, where, runs, extra_presets))
-        except (ValueError, KeyError) as exc:
-            raise InputError(f"{where}: {exc}") from None
-    if not rows:
-        raise InputError(f"{path}: no data rows")
-    return rows
-
-
-def _row(index: int, line: int, r: dict, where: str, runs: MeasuredRuns, extra_presets: list[str]) -> Row:
-    hardware = r[HARDWARE]
-    if hardware not in runs.hardware:
-        raise InputError(f"{where}: unknown hardware key {hardware!r} (known: {', '.join(sorted(runs.hardware))})")
-    precision = runs.precision.get(r[PRECISION])
-    if precision is None:
-        raise InputError(f"{where}: unknown precision {r[PRECISION]!r} (known: {', '.join(sorted(runs.precision))})")
-    target, measured = _measured(r, where, runs)
-    data: dict = {}
-    for column, path in runs.columns.items():
-        set_field(data, path, r[column].strip())
-    for path, value in runs.fields.items():
-        set_field(data, path, value)
-    # A row is one measured iteration: its token budget is one global batch.
-    data["tokens"] = f"{int(data['layout']['global_batch']) * int(data['model']['seq_len'])} token"
-    data.update({"precision": precision, "hardware": runs.hardware[hardware],
-                 "presets": [*runs.presets, *extra_presets], "assign": dict(runs.assign)})
-    try:
-        run = RunSpec.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        path = ".".join(str(p) for p in err["loc"])
-        column = next((c for c, f in runs.columns.items() if f == path), None)
-        field = f"{path} (column {column}): " if column else (f"{path}: " if path else "")
-        raise InputError(f"{where}: {field}{err['msg']}") from None
-    return Row(index, line, f"{run.name} {run.layout.recompute}", run, target, measured)
-
-
-def _measured(r: dict, where: str, runs: MeasuredRuns) -> tuple[str, float]:
-    """The variable a row measures and its measured value: the first measure column the row fills in."""
-    column = next((c for c in runs.measures if (r.get(c) or "").strip()), None)
-    if column is None:
-        raise InputError(f"{where}: needs a measured figure in one of the columns {', '.join(runs.measures)}")
-    measure = runs.measures[column]
-    target = measure.get("variable")
-    if target is None:
-        conventions = measure["by_convention"]
-        target = conventions.get((r.get(runs.convention_column) or "").strip())
-        if target is None:
-            raise InputError(f"{where}: {column} needs {runs.convention_column} {' or '.join(sorted(conventions))}")
-    measured = float(r[column])
-    if measured <= 0 or not np.isfinite(measured):
-        raise InputError(f"{where}: the measured figure must be a positive number")
-    return target, measured
-
 
 class RowModels:
     """Each row's figure as a compiled function of the fitted parameters (in base units)."""
@@ -132,9 +47,9 @@ class RowModels:
             try:
                 res = resolver.resolve(row.target, held)
             except ResolveError as exc:
-                raise InputError(f"row {row.index} ({row.label}): {exc.message}", exc.hint) from None
+                raise InputError(f"{row.where} ({row.id}): {exc.message}", exc.hint) from None
             if res.missing:
-                raise InputError(f"row {row.index} ({row.label}): {row.target} still needs "
+                raise InputError(f"{row.where} ({row.id}): {row.target} still needs "
                                  f"{', '.join(sorted(res.missing))}", "add them to a preset")
             expr = res.symbolic if res.value is None else sympy.Float(res.value * self._scale(row.target))
             tie = {resolver.symbol(r): s for p, s in zip(params, self.symbols) for r in p.roots}
@@ -206,26 +121,6 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
                list(map(float, models.predict(theta))), iterations)
 
 
-def errors(predicted: list[float], measured: list[float]) -> dict:
-    p, m = np.array(predicted), np.array(measured)
-    rel = (p - m) / m
-    return {"mape": float(np.mean(np.abs(rel))), "max_abs_error": float(np.max(np.abs(rel))),
-            "bias": float(np.mean(rel))}
-
-
-def spearman(a: list[float], b: list[float]) -> float:
-    def ranks(x):
-        order = np.argsort(x, kind="stable")
-        out = np.empty(len(x))
-        out[order] = np.arange(len(x))
-        return out
-
-    ra, rb = ranks(np.array(a)), ranks(np.array(b))
-    if len(a) < 2 or np.std(ra) == 0 or np.std(rb) == 0:
-        return float("nan")
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
 def data_hash(paths: list[Path]) -> str:
     h = hashlib.sha256()
     for path in sorted(paths):
@@ -233,23 +128,52 @@ def data_hash(paths: list[Path]) -> str:
     return h.hexdigest()
 
 
-def calibration_yaml(result, stats: dict, digest: str, n_rows: int, files: list[str], params: tuple[Parameter, ...],
+def observations_hash(items: list[Loaded]) -> str:
+    """The fitted evidence by content: every observation's id and locked content hash, in id order."""
+    h = hashlib.sha256()
+    for item in sorted(items, key=lambda i: i.obs.id):
+        h.update(f"{item.obs.id}\0{item.sha256}\n".encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a calibration was fitted to, as its preset records it."""
+
+    scope: str  # what "fitted only to" names in the preset's header
+    description: tuple[str, ...]  # the preset description's lines
+    source: str
+    reference: str
+    files: tuple[str, ...]
+    digest: str
+    observations: tuple[str, ...] = ()
+
+
+# The calibration data folder (CSV) that predates observations: kept so an outside folder can be fitted.
+DATA_FILES = ("training_iterations.csv", "hardware.yaml")
+FOLDER_EVIDENCE = (
+    "Efficiency parameters fitted to the calibration data: measured seconds per iteration of",
+    "four GPT-style models on A100 (Korthikanti et al. 2022, Table 5), by damped Gauss-Newton",
+    "on log(predicted / measured). Roots in one group share one fitted value.")
+
+
+def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, params: tuple[Parameter, ...],
                      held: tuple[Held, ...]) -> str:
     """The calibration preset, written by hand so the file is stable byte for byte."""
+    ref = evidence.reference
     lines = ["# yaml-language-server: $schema=../../schemas/presets.schema.json",
-             "# Written by `gpustack calibrate`; do not edit by hand. Fitted only to the calibration data folder.",
+             f"# Written by `gpustack calibrate`; do not edit by hand. Fitted only to {evidence.scope}.",
              "presets:", "  - name: calibration",
              "    description: >-",
-             "      Efficiency parameters fitted to the calibration data: measured seconds per iteration of",
-             "      four GPT-style models on A100 (Korthikanti et al. 2022, Table 5), by damped Gauss-Newton",
-             "      on log(predicted / measured). Roots in one group share one fitted value.",
+             *(f"      {line}" for line in evidence.description),
              "    provenance: fitted",
-             "    source: gpustack calibrate on shared/data/calibration (training_iterations.csv, hardware.yaml)",
-             "    references: [korthikanti2022_recompute]",
+             f"    source: {evidence.source}",
+             f"    references: [{ref}]",
              "    fit:",
              "      method: Levenberg-Marquardt on log residuals; sd from the residual variance and the Jacobian",
-             f"      data: [{', '.join(files)}]",
-             f"      data_sha256: {digest}",
+             f"      data: [{', '.join(evidence.files)}]",
+             f"      data_sha256: {evidence.digest}",
+             *([f"      observations: [{', '.join(evidence.observations)}]"] if evidence.observations else []),
              f"      rows: {n_rows}",
              f"      mape: {stats['mape']:.6g}",
              f"      max_abs_error: {stats['max_abs_error']:.6g}",
@@ -261,45 +185,73 @@ def calibration_yaml(result, stats: dict, digest: str, n_rows: int, files: list[
             spread = f", sd: {sd:.3g}" if sd is not None else ""
             note = f"fitted, group {p.key}" + ("" if sd is not None else "; stopped at its bound, not identified")
             lines.append(f"      {root}: {{value: {result.values[p.key]:.6g}{spread}, "
-                         f"reference: korthikanti2022_recompute, note: \"{note}\"}}")
+                         f"reference: {ref}, note: \"{note}\"}}")
     for h in held:
         lines.append(f"      {h.root}: {{value: {h.value:g}, units: \"{h.units}\", "
-                     f"reference: korthikanti2022_recompute, note: \"held fixed in the fit: {h.reason}\"}}")
+                     f"reference: {ref}, note: \"held fixed in the fit: {h.reason}\"}}")
     return "\n".join(lines) + "\n"
 
 
 @dataclass
 class Calibration:
-    """A fit of the calibration parameters to a calibration data folder, and the preset it makes."""
+    """A fit of the calibration parameters to calibration data, and the preset it makes."""
 
-    data_dir: Path
+    data: list[str]
     rows: list[dict]
     parameters: dict[str, dict]
     stats: dict
     data_sha256: str
+    observations: list[str]
     iterations: int
     preset_text: str
 
     def to_dict(self) -> dict:
-        return {"data": str(self.data_dir), "parameters": self.parameters, "rows": self.rows, **self.stats,
-                "data_sha256": self.data_sha256, "iterations": self.iterations}
+        return {"data": self.data, "parameters": self.parameters, "rows": self.rows, **self.stats,
+                "data_sha256": self.data_sha256, "observations": self.observations, "iterations": self.iterations}
 
 
-DATA_FILES = ("training_iterations.csv", "hardware.yaml")
-
-
-def calibrate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, data_dir: Path) -> Calibration:
-    paths = [Path(data_dir) / name for name in DATA_FILES]
+def folder_rows(data_dir: Path, facts: Facts, presets: set[str]) -> tuple[list[Row], Evidence]:
+    """Rows and evidence of a calibration data folder (training_iterations.csv, hardware.yaml)."""
+    paths = [data_dir / name for name in DATA_FILES]
     for p in paths:
         if not p.is_file():
             raise InputError(f"calibration data {p} not found", "pass the calibration data folder")
-    rows = read_rows(paths[0], facts.measured_runs, [])
+    rows = read_rows(paths[0], facts.measured_runs, presets)
+    source = f"gpustack calibrate on shared/data/calibration ({', '.join(DATA_FILES)})"
+    return rows, Evidence("the calibration data folder", FOLDER_EVIDENCE, source, "korthikanti2022_recompute", DATA_FILES, data_hash(paths))
+
+
+def observation_rows(items: list[Loaded], scenarios: ScenarioBuilder, facts: Facts,
+                     references: Collection[str]) -> tuple[list[Row], Evidence]:
+    """Rows and evidence of calibration observations; evaluation observations are refused by id."""
+    if not items:
+        raise InputError("no calibration observations given", "pass observation files, or see data/observations")
+    require_split(items, "calibration", "calibrate")
+    check_sources(items, references)
+    rows = [observation_row(i, scenarios, facts.measured_runs) for i in items]
+    refs = sorted({i.obs.source.reference for i in items})
+    if len(refs) != 1:
+        # Each fitted value carries one reference key in the preset (Quantity.reference).
+        raise InputError(f"calibration observations cite {len(refs)} sources ({', '.join(refs)}); a fit takes "
+                         "observations of one source at a time")
+    files = tuple(sorted({i.file.name for i in items}))
+    panels = sorted({i.obs.panel for i in items})
+    description = ("Efficiency parameters fitted to the calibration observations listed under fit.observations",
+                   f"(panel {', '.join(panels)}), by damped Gauss-Newton on log(predicted / measured). Roots in",
+                   "one group share one fitted value.")
+    source = f"gpustack calibrate on data/observations ({', '.join(files)})"
+    return rows, Evidence("calibration observations", description, source, refs[0], files, observations_hash(items),
+                          tuple(i.obs.id for i in items))
+
+
+def calibrate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, rows: list[Row],
+              evidence: Evidence) -> Calibration:
     result = fit(RowModels(resolver, scenarios, facts.run_fields, rows, facts.parameters, facts.held))
     measured = [r.measured for r in rows]
     stats = errors(result.predicted, measured)
-    digest = data_hash(paths)
-    text = calibration_yaml(result, stats, digest, len(rows), [p.name for p in paths], facts.parameters, facts.held)
-    table = [{"row": r.index, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m}
+    text = calibration_yaml(result, stats, evidence, len(rows), facts.parameters, facts.held)
+    table = [{"id": r.id, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m}
              for r, m, p in zip(rows, measured, result.predicted)]
     parameters = {k: {"value": v, "sd": result.sds[k]} for k, v in result.values.items()}
-    return Calibration(Path(data_dir), table, parameters, stats, digest, result.iterations, text)
+    return Calibration(list(evidence.files), table, parameters, stats, evidence.digest, list(evidence.observations),
+                       result.iterations, text)

@@ -10,6 +10,7 @@ figures are consistent with each other.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,7 +22,8 @@ from ..engine.facts import Facts, Memory
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.run import RunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
-from .uncertainty import STAGE_LIMIT, Distribution, draw_inputs, parse_spec, percentiles, vectorize_resolution
+from .uncertainty import (PERCENTILES, STAGE_LIMIT, Distribution, draw_inputs, parse_spec, percentiles,
+                          vectorize_resolution)
 
 @dataclass
 class Figure:
@@ -127,7 +129,7 @@ def _boundaries(resolver: Resolver, res: Resolution, known: dict[str, str | None
 
 
 def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists: list[Distribution],
-               samples: int, seed: int) -> dict[str, dict[int, float]]:
+               samples: int, seed: int, at: Sequence[int] = PERCENTILES) -> dict[str, dict[int, float]]:
     names = [d.name for d in dists]
     held = scenario.holding(names)
     symbolic = resolver.resolve_many(targets, held, stage_limit=STAGE_LIMIT, monte_carlo=True)
@@ -140,13 +142,13 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
             continue
         scale = resolver.variable(target)["scale"]
         if res.value is not None:
-            out[target] = {p: res.value for p in (5, 50, 95)}
+            out[target] = {p: res.value for p in at}
             continue
         fn = vectorize_resolution(symbols, res, compiled=compiled, noise=noise)
         values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (samples,)) / scale
         finite = values[np.isfinite(values)]
         if finite.size:
-            out[target] = percentiles(finite)
+            out[target] = percentiles(finite, at)
     return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,8 +165,8 @@ def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:
     return out
 
 
-def percentiles(values: np.ndarray) -> dict[int, float]:
-    return {p: float(v) for p, v in zip(PERCENTILES, np.percentile(values, PERCENTILES))}
+def percentiles(values: np.ndarray, at: Sequence[int] = PERCENTILES) -> dict[int, float]:
+    return {p: float(v) for p, v in zip(at, np.percentile(values, at))}
 
 
 @dataclass

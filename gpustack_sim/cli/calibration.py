@@ -1,4 +1,4 @@
-"""`gpustack calibrate` and `gpustack validate`: fitting to the calibration data, scoring elsewhere."""
+"""`gpustack calibrate` and `gpustack validate`: fitting to calibration data, scoring on evaluation data."""
 
 from __future__ import annotations
 
@@ -8,50 +8,92 @@ import typer
 
 from gpustack_compiler.manifest import write_text
 
-from .app import JsonOpt, app, engine, out, settings
+from .app import JsonOpt, app, engine, out, pairs, settings
 
 
 @app.command("calibrate")
 def calibrate_cmd(ctx: typer.Context,
-                  data: Path = typer.Option(..., "--data", envvar="GPUSTACK_CALIBRATION_DATA",
-                                            help="Calibration data folder (training_iterations.csv, "
+                  sources: list[Path] = typer.Argument(None, help="Calibration observation files or folders "
+                                                       "(default: the calibration observations in data/observations)."),
+                  data: Path = typer.Option(None, "--data", envvar="GPUSTACK_CALIBRATION_DATA",
+                                            help="Or a calibration data folder (training_iterations.csv, "
                                             "hardware.yaml), e.g. ../shared/data/calibration."),
                   out_path: Path = typer.Option(None, "--out", help="Preset file to write "
                                                 "(default catalog/presets/calibration.yaml)."),
                   as_json: bool = JsonOpt) -> None:
-    """Fit the parameters needing calibration to the calibration data and write the calibration preset."""
-    cal = engine(ctx).calibrate(data)
+    """Fit the parameters needing calibration to calibration data and write the calibration preset."""
+    if data is not None and sources:
+        raise typer.BadParameter("give observation files or --data, not both")
+    cal = engine(ctx).calibrate(data if data is not None else list(sources or []))
     target = out_path or settings(ctx).catalog / "presets" / "calibration.yaml"
     write_text(cal.preset_text, target)
     table, stats, digest = cal.rows, cal.stats, cal.data_sha256
     data_out = {"preset": str(target), **cal.to_dict()}
-    lines = [f"{'row':>3}  {'run':<28}{'measured s':>12}{'predicted s':>13}{'error':>9}"]
-    lines += [f"{t['row']:>3}  {t['run']:<28}{t['measured']:>12.4g}{t['predicted']:>13.4g}{100 * t['error']:>8.1f}%"
-              for t in table]
+    lines = [f"{'id':<40}{'measured':>11}{'predicted':>11}{'error':>9}"]
+    lines += [f"{t['id']:<40}{t['measured']:>11.4g}{t['predicted']:>11.4g}{100 * t['error']:>8.1f}%" for t in table]
     lines.append(f"in-sample: MAPE {100 * stats['mape']:.1f}%, max |error| {100 * stats['max_abs_error']:.1f}%, "
                  f"signed bias {100 * stats['bias']:+.1f}%")
     lines += [f"fitted {k} = {p['value']:.4f} " + (f"± {p['sd']:.4f}" if p["sd"] is not None
                                                    else "(at its bound: not identified by the data)")
               for k, p in cal.parameters.items()]
-    lines.append(f"wrote {target} (data sha256 {digest[:12]})")
+    lines.append(f"wrote {target} (data sha256 {digest[:12]}"
+                 + (f", {len(cal.observations)} observation ids)" if cal.observations else ")"))
     out(data_out, "\n".join(lines), as_json)
 
 
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 @app.command("validate")
-def validate_cmd(ctx: typer.Context, runs_csv: Path = typer.Argument(..., help="CSV: calibration columns plus "
-                                                                       "seconds_per_iteration or tflops_per_gpu."),
+def validate_cmd(ctx: typer.Context,
+                 sources: list[Path] = typer.Argument(None, help="Evaluation observation files or folders, or CSV "
+                                                      "files in the calibration columns (default: the evaluation "
+                                                      "observations in data/observations)."),
+                 preset: list[str] = typer.Option([], "--preset", help="Preset applied to every row after its own."),
+                 assign: list[str] = typer.Option([], "--assign", help="NAME=VALUE for every row, e.g. "
+                                                  "mem.l2.bytes_per_clk_datasheet='5120 B'."),
                  samples: int = typer.Option(2000, "--samples", min=2, help="Monte Carlo samples per row."),
                  seed: int = typer.Option(0, "--seed"),
+                 plot: Path = typer.Option(None, "--plot", help="Write predicted against measured, with "
+                                           "intervals, to this PNG file."),
                  as_json: bool = JsonOpt) -> None:
-    """Predict measured runs with the calibrated model and score the predictions."""
-    result = engine(ctx).validate(runs_csv, samples, seed)
-    table, stats, coverage = result.rows, result.stats, result.interval_coverage
-    lines = [f"{'row':>3}  {'run':<28}{'measured':>11}{'predicted':>11}{'error':>8}  p5..p95"]
-    for t in table:
-        band = f"{t['p5']:.4g}..{t['p95']:.4g}" if t["p5"] is not None else "-"
-        lines.append(f"{t['row']:>3}  {t['run']:<28}{t['measured']:>11.4g}{t['predicted']:>11.4g}"
-                     f"{100 * t['error']:>7.1f}%  {band}")
-    lines.append(f"MAPE {100 * stats['mape']:.1f}%, max |error| {100 * stats['max_abs_error']:.1f}%, bias "
-                 f"{100 * stats['bias']:+.1f}%, Spearman {result.spearman:.3f}, interval coverage "
-                 + (f"{100 * coverage:.0f}%" if coverage is not None else "n/a"))
+    """Predict held-out measurements with the calibrated model and score them per panel."""
+    result = engine(ctx).validate(list(sources or []), presets=preset,
+                                  assign=pairs(assign, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'"),
+                                  samples=samples, seed=seed)
+    if plot is not None:
+        from ..analyses.validate import plot as plot_validation
+
+        plot_validation(result, plot)
+    lines = []
+    for name, panel in result.panels.items():
+        mine = [t for t in result.rows if t["panel"] == name]
+        lines.append(f"panel {name}: {panel['n']} scored, {panel['unresolved']} unresolved")
+        if mine:
+            lines.append(f"  {'id':<42}{'measured':>10}{'predicted':>11}{'error':>8}  p5..p95")
+        for t in mine:
+            band = f"{t['p5']:.4g}..{t['p95']:.4g}" if t["p5"] is not None else "-"
+            lines.append(f"  {t['id']:<42}{t['measured']:>10.4g}{t['predicted']:>11.4g}{100 * t['error']:>7.1f}%  "
+                         f"{band} {t['units']}")
+        if panel["n"]:
+            cov = ", ".join(f"{level} {c['covered']}/{c['n']}" for level, c in panel["coverage"].items()) or "n/a"
+            lines.append(f"  MAPE {_pct(panel['mape'])}, max |error| {_pct(panel['max_abs_error'])}, bias "
+                         f"{100 * panel['bias']:+.1f}%, Spearman {_num(panel['spearman'])}, Kendall tau-b "
+                         f"{_num(panel['kendall_tau_b'])}, interval coverage {cov}")
+            for d in panel["decisions"]:
+                lines.append(f"  decision {d['group']}: " + (f"regret {_pct(d['regret'])} (chose {d['chosen']}, best "
+                                                            f"{d['best']})" if d["regret"] is not None
+                                                            else f"not scored ({d['reason']})"))
+    if result.unresolved:
+        lines.append(f"{len(result.unresolved)} row(s) do not resolve:")
+        lines += [f"  {u['id']} ({u['where']}): {u['reason']}" for u in result.unresolved]
+    if result.overall:
+        o = result.overall
+        lines.append(f"all {o['n']} scored rows: MAPE {_pct(o['mape'])}, max |error| {_pct(o['max_abs_error'])}, "
+                     f"bias {100 * o['bias']:+.1f}% (coverage and ranking are per panel only)")
     out(result.to_dict(), "\n".join(lines), as_json)

@@ -75,7 +75,7 @@ def schema(ctx: typer.Context,
     """Regenerate the JSON Schema files in schemas/ from the models."""
     from gpustack_compiler import schema as schema_mod
 
-    from ..engine import run  # noqa: F401  (registers the run-file schema)
+    from ..engine import observation, run  # noqa: F401  (register the run-file and observation schemas)
 
     directory = settings(ctx).schemas
     if check_only:

@@ -9,7 +9,9 @@ import typer
 
 from gpustack_compiler.errors import CatalogError, GpustackError, InfrastructureError, InputError
 
-from . import calibration, catalog, diff, estimate, experiment, graph, neo4j, observatory, presets, resolve, simulate, sweep  # noqa: F401  (commands)
+# Importing a command module registers its commands on the root app.
+from . import (calibration, catalog, diff, estimate, experiment, graph, neo4j, observations,  # noqa: F401
+               observatory, presets, resolve, simulate, sweep)
 from .app import app, err
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3

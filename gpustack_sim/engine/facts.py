@@ -61,6 +61,7 @@ class MeasuredRuns:
     fields: dict[str, object]  # run-file field -> value every row takes
     presets: list[str]
     assign: dict[str, object]
+    flop_conventions: dict[str, str]  # variable -> how it counts FLOPs (model, hardware, megatron_recompute)
 
 
 class Facts:
@@ -114,4 +115,5 @@ class Facts:
                             {k: p["preset"] for k, p in t["precision"].items()},
                             {ms["column"]: ms for ms in t["measures"]}, t.get("convention_column"),
                             {f["field"]: f["value"] for f in d["fields"]}, [p["preset"] for p in d["presets"]],
-                            {a["variable"]: a["value"] for a in d["assignments"]})
+                            {a["variable"]: a["value"] for a in d["assignments"]},
+                            {v: k for k, fc in (t.get("flop_conventions") or {}).items() for v in fc["variables"]})

@@ -79,7 +79,8 @@ class EvidenceGap(_Result):
 
 
 class DataId(_Result):
-    id: str = Field(description="Content identity, `sha256:<hex>` of the data.")
+    id: str = Field(description=("Content identity: `sha256:<hex>` of the data, or `observation:<id>` of an "
+                                 "observation in data/observations (immutable, held to its lock)."))
     name: str = Field(description="What the data is.")
 
 

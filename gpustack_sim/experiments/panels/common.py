@@ -58,7 +58,8 @@ def scenario_file(ctx: PanelContext, key: str):
 
 
 def calibration_ids(ctx: PanelContext, run) -> tuple[tuple[str, str], ...]:
-    """The data fitted into the run's scenario: every fitted preset it uses, by the hash of its data."""
+    """The data fitted into the run's scenario: every fitted preset it uses, by the hash of its data and by
+    the id of each observation it was fitted to (the ids `gpustack validate` refuses to score)."""
     out = []
     presets = ctx.engine.tables["presets"]
     for name in [*run.hardware, *run.presets]:
@@ -67,6 +68,8 @@ def calibration_ids(ctx: PanelContext, run) -> tuple[tuple[str, str], ...]:
         if p.get("provenance") == "fitted" and fit.get("data_sha256"):
             out.append((f"sha256:{fit['data_sha256']}",
                         f"preset {name}: fitted to {', '.join(fit.get('data', []))}"))
+            out += [(f"observation:{i}", f"preset {name}: fitted to observation {i}")
+                    for i in fit.get("observations") or []]
     return tuple(sorted(out))
 
 

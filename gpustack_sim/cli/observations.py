@@ -1,0 +1,61 @@
+"""`gpustack observations list | lock`: the measured evidence in data/observations (docs/evaluation.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .app import JsonOpt, app, out
+
+observations_app = typer.Typer(no_args_is_help=True, help="Measured evidence: list it, lock it.")
+app.add_typer(observations_app, name="observations")
+
+PathsArg = typer.Argument(None, help="Observation files or folders (default: data/observations).")
+
+
+def _load(paths: list[Path] | None):
+    from ..api import default_observations
+    from ..engine.observation import load_observations
+
+    return load_observations(list(paths) if paths else [default_observations()])
+
+
+def _lock_path() -> Path:
+    from ..api import default_observations
+    from ..engine.observation import LOCK_NAME
+
+    return default_observations().parent / LOCK_NAME
+
+
+@observations_app.command("list")
+def list_cmd(paths: list[Path] = PathsArg, as_json: bool = JsonOpt) -> None:
+    """Every observation: id, split, panel, what it measures, and its source."""
+    items = _load(paths)
+    rows = [{"id": i.obs.id, "split": i.obs.split, "panel": i.obs.panel, "variable": i.obs.measures.variable,
+             "value": i.obs.measured.value, "units": i.obs.measured.units, "reference": i.obs.source.reference,
+             "locator": i.obs.source.locator, "where": i.where, "sha256": i.sha256} for i in items]
+    lines = [f"{r['id']:<44}{r['split']:<13}{r['variable']:<34}{r['value']:>10g} {r['units']:<9}"
+             f"{r['reference']}, {r['locator']}" for r in rows]
+    out(rows, "\n".join(lines), as_json)
+
+
+@observations_app.command("lock")
+def lock_cmd(check: bool = typer.Option(False, "--check", help="Only check: exit 1 if an observation is new, "
+                                        "changed or gone."),
+             as_json: bool = JsonOpt) -> None:
+    """Add new observations to data/observations.lock; refuse any locked one that changed or disappeared."""
+    from ..engine.observation import lock_problems, read_lock, update_lock
+
+    items, path = _load(None), _lock_path()
+    if check:
+        lock = read_lock(path)
+        problems = lock_problems(items, lock) + [f"{i.where}: observation `{i.obs.id}` is not in the lock yet"
+                                                 for i in items if i.obs.id not in lock]
+        out({"problems": problems}, "\n".join(problems) or f"{len(items)} observations match {path}", as_json)
+        if problems:
+            raise typer.Exit(1)
+        return
+    added = update_lock(path, items)
+    out({"added": added, "lock": str(path)}, "\n".join(f"locked {a}" for a in added) or f"{path} is up to date",
+        as_json)

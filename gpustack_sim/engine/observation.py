@@ -1,0 +1,277 @@
+"""Measured evidence as data (`data/observations/*.yaml`, schemas/observations.schema.json): a value with
+its unit and uncertainty, the catalog variable it measures, the run it was measured on, the source with
+a locator, and whether it is calibration or evaluation data (never both).
+
+Observations are immutable once added: `data/observations.lock` holds the SHA-256 of each one's
+canonical content (and of the run file it names), so a changed value needs a new id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpustack_compiler.errors import InputError
+
+from .run import RunSpec, load_run
+
+ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+KEY_PATTERN = r"^[a-z][a-z0-9_]*$"
+LOCK_NAME = "observations.lock"
+LOCK_FORMAT = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Uncertainty(_Strict):
+    """The interval the true value lies in, in the measured value's unit."""
+
+    kind: Annotated[Literal["rounding", "instrument", "reported_range"], Field(description=(
+        "rounding: the source prints the value to this precision and states no error; instrument: the "
+        "measuring instrument's stated error; reported_range: the source reports a range."))]
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Uncertainty":
+        if not self.low <= self.high:
+            raise ValueError("needs low <= high")
+        return self
+
+
+class Measured(_Strict):
+    value: Annotated[float, Field(gt=0, description="The measured value, as the source reports it.")]
+    units: Annotated[str, Field(min_length=1, description="Catalog units, e.g. 's', 'TFLOP/s', '1'.")]
+    uncertainty: Uncertainty
+
+    @model_validator(mode="after")
+    def _inside(self) -> "Measured":
+        if not self.uncertainty.low <= self.value <= self.uncertainty.high:
+            raise ValueError("the value must lie within its uncertainty (low <= value <= high)")
+        return self
+
+
+class Measures(_Strict):
+    variable: Annotated[str, Field(min_length=1, description="The catalog variable measured.")]
+    flop_convention: Annotated[Literal["model", "hardware", "megatron_recompute"] | None, Field(description=(
+        "How FLOPs were counted, for FLOP rates and utilizations (catalog/bindings/measured_runs.yaml, "
+        "flop_conventions, says which variable goes with which convention)."))] = None
+
+
+class Source(_Strict):
+    reference: Annotated[str, Field(min_length=1, description="A key of catalog/references.yaml.")]
+    locator: Annotated[str, Field(min_length=1, description="Where in the source: page, table, row.")]
+    licence: Annotated[str, Field(min_length=1, description="Licence of the source, as it states it.")]
+    file: Annotated[str | None, Field(description="The file the value was read from, where one is at hand.")] = None
+    sha256: Annotated[str | None, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of that file.")] = None
+
+    @model_validator(mode="after")
+    def _checksum_names_a_file(self) -> "Source":
+        if self.sha256 is not None and self.file is None:
+            raise ValueError("a sha256 needs the `file` it is the checksum of")
+        return self
+
+
+class Assumption(_Strict):
+    """A run field the source does not report, and why it has the value the run gives it."""
+
+    field: Annotated[str, Field(min_length=1, description=(
+        "Dotted run field, e.g. layout.micro_batch, or assign.NAME for an assignment."))]
+    reason: Annotated[str, Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _a_run_field(self) -> "Assumption":
+        if self.field.split(".")[0] not in RunSpec.model_fields:
+            raise ValueError(f"`{self.field}` is not a field of the run (schemas/run.schema.json)")
+        return self
+
+
+class Decision(_Strict):
+    """Observations sharing a group are alternative layouts of one model on the same hardware: decision
+    regret compares the layout the model ranks first with the best measured one."""
+
+    group: Annotated[str, Field(pattern=ID_PATTERN)]
+    better: Literal["higher", "lower"]
+
+
+class Observation(_Strict):
+    id: Annotated[str, Field(pattern=ID_PATTERN, description="Unique and permanent: a changed value is a new id.")]
+    split: Annotated[Literal["calibration", "evaluation"], Field(description=(
+        "calibration: may be fitted to (`gpustack calibrate`); evaluation: only scored (`gpustack validate`)."))]
+    panel: Annotated[str, Field(pattern=KEY_PATTERN, description=(
+        "The published table or set the observation belongs to; coverage and ranking are scored per panel."))]
+    measured: Measured
+    measures: Measures
+    run: Annotated[RunSpec | None, Field(description="The run, inline (schemas/run.schema.json).")] = None
+    run_file: Annotated[str | None, Field(description="Or a run file, relative to this file's folder.")] = None
+    assumptions: list[Assumption] = Field(default_factory=list)
+    decision: Decision | None = None
+    source: Source
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _one_run(self) -> "Observation":
+        if (self.run is None) == (self.run_file is None):
+            raise ValueError("give exactly one of `run` and `run_file`")
+        return self
+
+
+class ObservationFile(_Strict):
+    """data/observations/*.yaml: each observation complete in itself, so its content hash covers exactly
+    what it says."""
+
+    observations: Annotated[list[Observation], Field(min_length=1)]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One observation as read: where it is, its content hash, and its run."""
+
+    obs: Observation
+    file: Path
+    line: int
+    sha256: str
+    run: RunSpec
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def canonical_sha256(data) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def load_file(path: Path) -> list[Loaded]:
+    """Every observation of one file; a problem is one line naming the file, line and field."""
+    from gpustack_compiler.yaml_lines import YamlError, line_at, load
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data, duplicates = load(text)
+    except YamlError as exc:
+        raise InputError(f"{path}:{exc.line}: {exc.message}") from None
+    if duplicates:
+        key, line = duplicates[0]
+        raise InputError(f"{path}:{line}: duplicate key `{key}`")
+    try:
+        top = ObservationFile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(err["loc"])
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        raise InputError(f"{path}:{line_at(data, loc)}: {field}: {err['msg']}") from None
+    out = []
+    for i, obs in enumerate(top.observations):
+        run, extra = obs.run, b""
+        if obs.run_file is not None:
+            run_path = path.parent / obs.run_file
+            run = load_run(run_path)
+            extra = run_path.read_bytes()
+        digest = canonical_sha256(obs.model_dump(mode="json"))
+        if extra:
+            # A run file can change under an observation that names it: its bytes are part of the content.
+            digest = hashlib.sha256(f"{digest}\0".encode() + extra).hexdigest()
+        out.append(Loaded(obs, path, line_at(data, ("observations", i)), digest, run))
+    return out
+
+
+def observation_files(paths: list[Path]) -> list[Path]:
+    """Files given, folders expanded to their *.yaml files in name order."""
+    out = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(q for q in p.glob("*.yaml") if q.is_file())
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise InputError(f"{p}: no such file or folder")
+    return out
+
+
+def load_observations(paths: list[Path]) -> list[Loaded]:
+    """Observations of the given files and folders; ids must be unique across them."""
+    out: list[Loaded] = []
+    seen: dict[str, Loaded] = {}
+    for path in observation_files(paths):
+        for item in load_file(path):
+            first = seen.get(item.obs.id)
+            if first is not None:
+                raise InputError(f"{item.where}: observation id `{item.obs.id}` is also used at {first.where}")
+            seen[item.obs.id] = item
+            out.append(item)
+    return out
+
+
+def require_split(items: list[Loaded], split: str, command: str) -> None:
+    """Refuse observations of the other split, naming them: data fitted into the model cannot grade it,
+    and graded data may not be fitted to."""
+    wrong = [i for i in items if i.obs.split != split]
+    if wrong:
+        shown = ", ".join(f"{i.obs.id} ({i.where})" for i in wrong[:5]) + (" ..." if len(wrong) > 5 else "")
+        raise InputError(f"{command} takes {split} observations only; {len(wrong)} given are "
+                         f"{wrong[0].obs.split} data: {shown}",
+                         "calibration and evaluation data never overlap (docs/evaluation.md)")
+
+
+# ---- the lock --------------------------------------------------------------------------------------
+
+def read_lock(path: Path) -> dict[str, str]:
+    """id -> SHA-256 of the observation's content when it was added."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != LOCK_FORMAT:
+            raise ValueError(f"format {data.get('format')!r}")
+        return {str(k): str(v) for k, v in data["observations"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"{path}: unreadable lock file ({exc})", "restore it from version control") from None
+
+
+def lock_problems(items: list[Loaded], lock: dict[str, str]) -> list[str]:
+    """Observations whose content no longer matches the lock, and locked ids no longer present."""
+    present = {i.obs.id: i for i in items}
+    problems = [f"{i.where}: observation `{i.obs.id}` changed since it was locked; observations are "
+                "immutable: give the changed one a new id" for i in items if i.obs.id in lock and lock[i.obs.id] != i.sha256]
+    problems += [f"observation `{k}` is in the lock but in no observation file (observations are never "
+                 "removed)" for k in sorted(lock) if k not in present]
+    return problems
+
+
+def update_lock(path: Path, items: list[Loaded]) -> list[str]:
+    """Add the ids not locked yet; refuse (InputError) if a locked observation changed or disappeared.
+    Returns the ids added."""
+    from gpustack_compiler.manifest import write_text
+
+    lock = read_lock(path)
+    problems = lock_problems(items, lock)
+    if problems:
+        raise InputError(problems[0], f"{len(problems)} problem(s); a locked observation is never edited")
+    added = sorted(i.obs.id for i in items if i.obs.id not in lock)
+    if added:
+        lock.update({i.obs.id: i.sha256 for i in items})
+        text = json.dumps({"format": LOCK_FORMAT, "observations": dict(sorted(lock.items()))}, indent=2) + "\n"
+        write_text(text, path)
+    return added
+
+
+def _register_schema() -> None:
+    # The compiler owns `gpustack schema` but may not import the engine: the engine registers its file.
+    from gpustack_compiler.schema import SCHEMA_FILES
+
+    SCHEMA_FILES.setdefault("observations.schema.json", ObservationFile)
+
+
+_register_schema()
