@@ -16,7 +16,7 @@ from . import models as m
 from .expressions import ANY, DimensionInference, ExprError, Parsed, is_keyword_free, parse
 from .fileset import catalog_files, content_hash
 from .findings import Findings
-from .suggest import did_you_mean
+from .suggest import with_suggestion
 from .units import Unit, UnitError, UnitSystem
 from .yaml_lines import LinedDict, YamlError, line_at, load
 
@@ -184,9 +184,8 @@ class _Loader:
     def top_keys(self, data: LinedDict, allowed: set[str], rel: str) -> None:
         for key in data:
             if key not in allowed:
-                hint = did_you_mean(str(key), allowed)
                 self.f.add(rel, data.line_of(key), "schema.unknown-key",
-                           f"unknown key `{key}`" + (f"; {hint}" if hint else ""))
+                           with_suggestion(f"unknown key `{key}`", str(key), allowed))
 
     # ---- the catalog -----------------------------------------------------------------------
     def run(self) -> Catalog:
@@ -212,8 +211,8 @@ class _Loader:
                 self.load_system_file(path, top)
             else:
                 self.f.add(self.rel(path), 1, "catalog.unknown-file",
-                           f"folder `{top}` is not a system declared in catalog/systems.yaml"
-                           + (f"; {did_you_mean(top, self.cat.systems) or ''}"))
+                           with_suggestion(f"folder `{top}` is not a system declared in catalog/systems.yaml",
+                                           top, self.cat.systems))
         for name in self.cat.headline_targets:
             if name not in self.cat.variables:
                 self.f.add("catalog/systems.yaml", self.headline_lines.get(name, 1), "catalog.unknown-headline",
@@ -369,9 +368,8 @@ class _Loader:
             self.f.add(rel, line, "ref.missing", f"`{owner}` cites no reference")
         for key in keys:
             if key not in self.cat.references:
-                hint = did_you_mean(key, self.cat.references)
-                self.f.add(rel, line, "ref.unknown", f"`{owner}` cites unknown reference `{key}`"
-                           + (f"; {hint}" if hint else ""))
+                self.f.add(rel, line, "ref.unknown", with_suggestion(
+                    f"`{owner}` cites unknown reference `{key}`", key, self.cat.references))
 
     def check_variable(self, spec: m.Variable, rel: str, raw: LinedDict) -> None:
         a = set(spec.assumptions)
@@ -478,10 +476,8 @@ def _check_relations(cat: Catalog) -> None:
                 ok = False
             for n in parsed.names:
                 if n not in known:
-                    hint = did_you_mean(n, known)
-                    f.add(loc.file, loc.line, "expr.unknown-name",
-                          f"{name}.{label}: `{n}` is not a declared variable or constant"
-                          + (f"; {hint}" if hint else ""))
+                    f.add(loc.file, loc.line, "expr.unknown-name", with_suggestion(
+                        f"{name}.{label}: `{n}` is not a declared variable or constant", n, known))
                     ok = False
             for u in parsed.unit_literals:
                 try:
@@ -495,9 +491,8 @@ def _check_relations(cat: Catalog) -> None:
                 f.add(loc.file, loc.line, "relation.defines-constant", f"{name} defines constant `{out}`")
                 ok = False
             elif out not in cat.variables:
-                hint = did_you_mean(out, cat.variables)
-                f.add(loc.file, loc.line, "relation.unknown-target", f"{name} defines unknown variable `{out}`"
-                      + (f"; {hint}" if hint else ""))
+                f.add(loc.file, loc.line, "relation.unknown-target",
+                      with_suggestion(f"{name} defines unknown variable `{out}`", out, cat.variables))
                 ok = False
         wrt = getattr(spec, "with_respect_to", None)
         if wrt is not None and wrt not in known:
@@ -565,9 +560,8 @@ def _check_presets(cat: Catalog) -> None:
             line = assignments.line_of(name) if isinstance(assignments, LinedDict) else entry.loc.line
             var = cat.variables.get(name)
             if var is None:
-                hint = did_you_mean(name, cat.variables)
-                f.add(rel, line, "preset.unknown-variable", f"preset `{spec.name}` assigns unknown variable "
-                      f"`{name}`" + (f"; {hint}" if hint else ""))
+                f.add(rel, line, "preset.unknown-variable", with_suggestion(
+                    f"preset `{spec.name}` assigns unknown variable `{name}`", name, cat.variables))
                 continue
             try:
                 quantity = parse_quantity(value, var.spec.units)
@@ -589,8 +583,8 @@ def _check_presets(cat: Catalog) -> None:
             line = variants.line_of(name) if isinstance(variants, LinedDict) else entry.loc.line
             keys = {r.spec.variant for r in cat.relations.values() if r.kind == "variant" and r.output == name}
             if name not in cat.variables:
-                f.add(rel, line, "preset.unknown-variable", f"preset `{spec.name}` selects a variant of unknown "
-                      f"variable `{name}`" + (f"; {did_you_mean(name, cat.variables) or ''}"))
+                f.add(rel, line, "preset.unknown-variable", with_suggestion(
+                    f"preset `{spec.name}` selects a variant of unknown variable `{name}`", name, cat.variables))
             elif key not in keys:
                 f.add(rel, line, "preset.unknown-variant", f"preset `{spec.name}`: `{name}` has no variant "
                       f"`{key}` (variants: {', '.join(sorted(keys)) or 'none'})")
@@ -599,8 +593,8 @@ def _check_presets(cat: Catalog) -> None:
         for i, key in enumerate(spec.modes):
             if key not in all_keys:
                 line = modes.line_of(i) if hasattr(modes, "line_of") else entry.loc.line
-                f.add(rel, line, "preset.unknown-variant", f"preset `{spec.name}`: no variable has a variant "
-                      f"keyed `{key}`" + (f"; {did_you_mean(key, all_keys) or ''}"))
+                f.add(rel, line, "preset.unknown-variant", with_suggestion(
+                    f"preset `{spec.name}`: no variable has a variant keyed `{key}`", key, all_keys))
         targets = raw.get("targets") or {}
         for label, name in spec.targets.items():
             if name not in cat.variables:

@@ -181,3 +181,15 @@ def test_unknown_headline_target(tmp_path: Path) -> None:
     hits = [f for f in check(root).items if f.id == "catalog.unknown-headline"]
     assert [(f.file, f.line) for f in hits] == [("catalog/systems.yaml", 2)]
     assert "econ.nothing" in hits[0].message
+
+
+@pytest.mark.parametrize("folder,message", [
+    ("mystery", "folder `mystery` is not a system declared in catalog/systems.yaml"),
+    ("economic", "folder `economic` is not a system declared in catalog/systems.yaml; did you mean economics?"),
+])
+def test_suggestion_only_when_something_is_close(tmp_path: Path, folder: str, message: str) -> None:
+    root = mini_catalog(tmp_path)
+    (root / folder).mkdir()
+    (root / folder / "thing.yaml").write_text(SYSTEM_MODELINE + "variables: []\n")
+    hit = next(f for f in check(root).items if f.id == "catalog.unknown-file")
+    assert hit.message == message
