@@ -31,7 +31,7 @@ def test_start_status_stop(private_cache, tmp_path) -> None:
     env = private_cache
     bolt = free_port()
     res = run_cli("neo4j", "status", "--json", env=env)
-    assert res.returncode == 0 and json.loads(res.stdout)["running"] is False
+    assert res.returncode == 3 and json.loads(res.stdout)["running"] is False  # as `pg_ctl status`
     res = run_cli("neo4j", "start", "--bolt-port", str(bolt), "--http-port", "0", "--data-dir",
                   str(tmp_path / "data"), "--json", env=env, timeout=180)
     try:
@@ -54,4 +54,6 @@ def test_start_status_stop(private_cache, tmp_path) -> None:
     assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
     res = run_cli("neo4j", "stop", env=env)
     assert res.returncode == 0 and "not running" in res.stdout
+    res = run_cli("neo4j", "status", env=env)
+    assert res.returncode == 3 and res.stdout.startswith("Neo4j is not running") and res.stderr == ""
     assert os.environ.get("GPUSTACK_CACHE_DIR") != env["GPUSTACK_CACHE_DIR"]

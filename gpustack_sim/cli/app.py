@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
     from ..api import Engine
 
+# main.py maps exceptions to these; a command whose answer is itself a state (neo4j status) exits with one.
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
+
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
                   help="gpustack: what a token of AI training physically costs, and what that number is made of.")
 

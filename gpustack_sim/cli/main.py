@@ -10,9 +10,8 @@ import typer
 from gpustack_compiler.errors import CatalogError, GpustackError, InfrastructureError, InputError
 
 from . import calibration, catalog, estimate, graph, neo4j, presets, resolve, sweep  # noqa: F401  (register commands)
-from .app import app, err
+from .app import EXIT_FINDINGS, EXIT_INFRA, EXIT_OK, EXIT_USAGE, app, err
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 EXIT_CODES = ((CatalogError, EXIT_FINDINGS), (InputError, EXIT_USAGE), (InfrastructureError, EXIT_INFRA))
 
