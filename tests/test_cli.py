@@ -151,3 +151,26 @@ def test_parser_on_expression_like_text(text: str) -> None:
         assert isinstance(parsed.names, tuple)
     except ExprError as exc:
         assert exc.id.startswith("expr.")
+
+
+MISSING = "/nonexistent/gpustack-test"
+RUN_FILE = str(REPO / "runs" / "llama70b_1024xh100.yaml")
+
+
+@pytest.mark.parametrize("args, path", [
+    (("estimate", f"{MISSING}/run.yaml"), f"{MISSING}/run.yaml"),
+    (("estimate", str(REPO / "runs")), str(REPO / "runs")),
+    (("sweep", f"{MISSING}/run.yaml", "--grid", "tp=1,2"), f"{MISSING}/run.yaml"),
+    (("calibrate", "--data", MISSING), MISSING),
+    (("validate", f"{MISSING}/runs.csv"), f"{MISSING}/runs.csv"),
+    (("--catalog", MISSING, "check"), MISSING),
+    (("--catalog", MISSING, "show", "econ.cost.per_token"), MISSING),
+    (("--catalog", MISSING, "estimate", RUN_FILE), MISSING),
+    (("--catalog", MISSING, "schema", "--check"), MISSING),
+    (("--catalog", str(CATALOG), "--build-dir", str(REPO / "README.md"), "compile"), str(REPO / "README.md")),
+], ids=lambda a: " ".join(a).replace(str(REPO), "REPO") if isinstance(a, tuple) else "")
+def test_a_missing_path_is_one_line_and_exit_2(gpustack_cli, args: tuple[str, ...], path: str) -> None:
+    res = gpustack_cli(*args)
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and path in lines[0], res.stderr

@@ -55,6 +55,14 @@ def settings(ctx: typer.Context) -> Settings:
     return ctx.find_root().obj
 
 
+def catalog_dir(ctx: typer.Context) -> Path:
+    """The catalog directory, for commands that read it without the engine (which checks it itself)."""
+    cat = settings(ctx).catalog
+    if not cat.is_dir():
+        raise InputError(f"catalog directory {cat} not found", "pass --catalog PATH")
+    return cat
+
+
 def out(data, text: str, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

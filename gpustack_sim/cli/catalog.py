@@ -9,7 +9,7 @@ import typer
 from gpustack_compiler import pipeline
 from gpustack_compiler.errors import InputError
 
-from .app import JsonOpt, Neo4jOpt, app, out, settings, source
+from .app import JsonOpt, Neo4jOpt, app, catalog_dir, out, settings, source
 
 
 @app.command()
@@ -21,9 +21,7 @@ def check(ctx: typer.Context,
     s = settings(ctx)
     if format not in ("text", "json", "github"):
         raise InputError(f"--format must be text, json or github, not {format!r}")
-    if not s.catalog.is_dir():
-        raise InputError(f"catalog directory {s.catalog} not found", "pass --catalog PATH")
-    result = pipeline.run(s.catalog, s.build, write_manifest=False, need_manifest=False)
+    result = pipeline.run(catalog_dir(ctx), s.build, write_manifest=False, need_manifest=False)
     fmt = "json" if as_json else format
     text = result.findings.render(fmt)
     if text:
@@ -74,6 +72,7 @@ def schema(ctx: typer.Context,
 
     from ..engine import run  # noqa: F401  (registers the run-file schema)
 
+    catalog_dir(ctx)  # the schemas sit beside it
     directory = settings(ctx).schemas
     if check_only:
         stale = schema_mod.stale(directory)
