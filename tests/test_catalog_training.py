@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import CATALOG, Engine
-from test_resolve import FIXTURE
+from helpers import CATALOG, FIXTURE, Engine
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,11 +13,7 @@ import gpustack_sim.engine.run  # noqa: F401  (the engine registers the run-file
 from gpustack_compiler import schema as schema_mod
 from gpustack_compiler.expressions import ExprError, parse
 from helpers import CATALOG, REPO, mini_catalog
-
-
-def run(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from gpustack_sim.cli.main import main; main()", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+from helpers import run_cli as run
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CATALOG, REPO
-from test_cli import run
+from helpers import run_cli as run
 
 CALIBRATION = REPO.parent / "shared" / "data" / "calibration"
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"

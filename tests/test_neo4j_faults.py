@@ -12,11 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LocalServer, compile_catalog, neo4j_required, run_cli
-from helpers import mini_catalog
-
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.neo4j.source import Neo4jSource
+from helpers import LocalServer, compile_catalog, free_port, mini_catalog, neo4j_required, run_cli
 
 HOSTILE = [
     "}) DETACH DELETE n //",
@@ -104,14 +102,8 @@ def test_hostile_text_through_the_cli(neo4j_db, gpustack_cli, tmp_path: Path) ->
     assert neo4j_db.counts()["nodes"] == nodes
 
 
-def unused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_neo4j_down_is_exit_3_within_10_s(gpustack_cli) -> None:
-    uri = f"bolt://127.0.0.1:{unused_port()}"
+    uri = f"bolt://127.0.0.1:{free_port()}"
     for runner, args in ((run_cli, ("stats", "--neo4j")),  # one as a real process, timed end to end
                          (gpustack_cli, ("root-debt", "--neo4j")),
                          (gpustack_cli, ("cone", "+econ.cost.per_token", "--neo4j")),
@@ -125,7 +117,7 @@ def test_neo4j_down_is_exit_3_within_10_s(gpustack_cli) -> None:
 
 
 def test_neo4j_down_at_compile(gpustack_cli, tmp_path: Path) -> None:
-    uri = f"bolt://127.0.0.1:{unused_port()}"
+    uri = f"bolt://127.0.0.1:{free_port()}"
     t0 = time.monotonic()
     res = gpustack_cli("--catalog", str(mini_catalog(tmp_path)), "--build-dir", str(tmp_path / "b"),
                        "compile", "--neo4j", "--uri", uri)
@@ -150,13 +142,8 @@ def test_server_that_never_answers_is_exit_3_within_10_s() -> None:
 
 
 @pytest.fixture(scope="module")
-def auth_server(neo4j_session, tmp_path_factory):
+def auth_server(session_db, tmp_path_factory):
     """A second real Neo4j with authentication on (user neo4j, a known password)."""
-    db, why = neo4j_session
-    if db is None:
-        from conftest import unavailable
-
-        unavailable(why)
     from gpustack_compiler.neo4j import server as srv
 
     password = "correct-horse-battery"

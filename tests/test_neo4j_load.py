@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, compile_catalog, run_cli
-from helpers import mini_catalog
+from helpers import REPO, compile_catalog, mini_catalog, run_cli
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from synthetic_catalog import generate  # noqa: E402

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import free_port, neo4j_required, run_cli
+from helpers import free_port, neo4j_required, run_cli
 
 
 @pytest.fixture

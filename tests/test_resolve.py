@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from gpustack_sim.engine.resolver import ResolveError, Resolver
-from helpers import CATALOG, SYSTEM_MODELINE, Engine, mini_catalog
-from test_cli import run
+from helpers import CATALOG, FIXTURE, SYSTEM_MODELINE, Engine, mini_catalog
+from helpers import run_cli as run
 
-FIXTURE = "dense_training_cost_fixture"
 EXPECTED = {
     "training.tokens_per_sec": 6666666.67,
     "econ.job.dc_power": 5200.0,

@@ -10,9 +10,8 @@ import pytest
 
 from gpustack_compiler.errors import InputError
 from gpustack_sim.analyses.uncertainty import MonteCarlo, parse_spec
-from helpers import CATALOG, Engine
-from test_cli import run
-from test_resolve import FIXTURE
+from helpers import CATALOG, FIXTURE, Engine
+from helpers import run_cli as run
 
 
 @pytest.fixture(scope="module")
