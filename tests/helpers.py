@@ -59,6 +59,24 @@ relations:
 """
 
 
+def data_required() -> bool:
+    """In CI (CI=true, or GPUSTACK_REQUIRE_DATA=1 as .ci/run sets) missing data fails the tests that
+    need it: a skip there would pass a run that checked nothing."""
+    return os.environ.get("GPUSTACK_REQUIRE_DATA") == "1" or os.environ.get("CI", "").lower() == "true"
+
+
+def calibration_data() -> Path:
+    """The calibration data folder, beside the clone as shared/data/calibration (or
+    $GPUSTACK_CALIBRATION_DATA, as for `gpustack calibrate`); skips, or fails when required, without it."""
+    folder = Path(os.environ.get("GPUSTACK_CALIBRATION_DATA") or REPO.parent / "shared" / "data" / "calibration")
+    if not (folder / "training_iterations.csv").is_file():
+        why = f"calibration data not found at {folder} (it sits beside the clone as shared/data/calibration)"
+        if data_required():
+            pytest.fail(f"{why}; CI requires it (CI=true or GPUSTACK_REQUIRE_DATA=1)", pytrace=False)
+        pytest.skip(why)
+    return folder
+
+
 def mini_catalog(tmp_path: Path) -> Path:
     root = tmp_path / "catalog"
     root.mkdir()

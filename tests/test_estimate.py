@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CATALOG, REPO
+from helpers import CATALOG, REPO, calibration_data
 from helpers import run_cli as run
 
-CALIBRATION = REPO.parent / "shared" / "data" / "calibration"
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 
 
@@ -122,11 +121,14 @@ def test_bad_run_files(tmp_path: Path, build: Path, text: str, message: str) -> 
 
 
 @pytest.fixture(scope="module")
-def calibration(tmp_path_factory, build: Path) -> tuple[dict, Path]:
-    if not (CALIBRATION / "training_iterations.csv").is_file():
-        pytest.skip(f"calibration data not found at {CALIBRATION} (it sits beside the repo as shared/)")
+def cal_data() -> Path:
+    return calibration_data()
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory, build: Path, cal_data: Path) -> tuple[dict, Path]:
     out = tmp_path_factory.mktemp("cal") / "calibration.yaml"
-    res = gp(build, "calibrate", "--data", str(CALIBRATION), "--out", str(out), "--json")
+    res = gp(build, "calibrate", "--data", str(cal_data), "--out", str(out), "--json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout), out
 
@@ -138,21 +140,21 @@ def test_calibration_reproduces_the_committed_preset(calibration) -> None:
     assert data["mape"] < 0.15 and abs(data["bias"]) < 0.1
 
 
-def test_calibration_is_deterministic(build: Path, calibration, tmp_path: Path) -> None:
+def test_calibration_is_deterministic(build: Path, calibration, cal_data: Path, tmp_path: Path) -> None:
     data, out = calibration
-    again = gp(build, "calibrate", "--data", str(CALIBRATION), "--out", str(tmp_path / "c.yaml"), "--json")
+    again = gp(build, "calibrate", "--data", str(cal_data), "--out", str(tmp_path / "c.yaml"), "--json")
     assert (tmp_path / "c.yaml").read_text() == out.read_text()
     assert json.loads(again.stdout)["data_sha256"] == data["data_sha256"]
 
 
-def test_validate_scores_and_names_bad_rows(build: Path, calibration, tmp_path: Path) -> None:
+def test_validate_scores_and_names_bad_rows(build: Path, calibration, cal_data: Path, tmp_path: Path) -> None:
     data, _ = calibration
-    res = gp(build, "validate", str(CALIBRATION / "training_iterations.csv"), "--json", "--samples", "500")
+    res = gp(build, "validate", str(cal_data / "training_iterations.csv"), "--json", "--samples", "500")
     assert res.returncode == 0, res.stderr
     val = json.loads(res.stdout)
     assert val["mape"] == pytest.approx(data["mape"], rel=1e-6)  # in-sample: the same predictions
     assert val["spearman"] > 0.9 and 0 <= val["interval_coverage"] <= 1
-    lines = (CALIBRATION / "training_iterations.csv").read_text().splitlines()
+    lines = (cal_data / "training_iterations.csv").read_text().splitlines()
     header = next(line for line in lines if line.startswith("model,"))
     row = next(line for line in lines if line.startswith("gpt3-175B"))
     bad = tmp_path / "bad.csv"
