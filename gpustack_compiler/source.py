@@ -6,13 +6,14 @@ Two implementations answer it: the manifest in memory (networkx, the embedded de
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from . import manifest as mf
 from .errors import InputError
 from .suggest import did_you_mean
-from .graph import CatalogGraph, FamilyDebt, RootDebt
-from .stats import compute_stats
+
+if TYPE_CHECKING:  # networkx and the pydantic models stay unimported until a graph is built
+    from .graph import CatalogGraph, FamilyDebt, RootDebt
 
 
 class GraphSource(Protocol):
@@ -73,7 +74,11 @@ class ManifestSource:
         return self.graph.family_debt(root_meta(self.manifest["variables"], system))
 
     def stats(self) -> dict:
-        return self.manifest.get("stats") or compute_stats(self.manifest, self.graph)
+        if self.manifest.get("stats"):
+            return self.manifest["stats"]
+        from .stats import compute_stats
+
+        return compute_stats(self.manifest, self.graph)
 
     def relations_defining(self, names: list[str]) -> list[dict]:
         """Value-defining relations whose output is one of `names`, by name."""

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpustack_compiler import pipeline
-from gpustack_compiler.errors import CatalogError, InputError
+from gpustack_compiler.errors import InputError
 from gpustack_compiler.source import GraphSource, ManifestSource
 from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitSystem
 
+from .compiled import REPO_CATALOG, compile_catalog, default_catalog  # noqa: F401  (part of the API)
 from .engine.resolver import Resolution, Resolver
 from .engine.run import RunSpec, load_run
 from .engine.scenario import Scenario, ScenarioBuilder
@@ -31,15 +32,6 @@ if TYPE_CHECKING:
     from .analyses.sweep import SweepResult
     from .analyses.uncertainty import Distribution, Summary
     from .analyses.validate import Validation
-
-REPO_CATALOG = Path(__file__).resolve().parent.parent / "catalog"
-
-
-def default_catalog() -> Path:
-    """./catalog when there is one, else the catalog shipped beside the package."""
-    here = Path("catalog")
-    return here if here.is_dir() else REPO_CATALOG
-
 
 class Engine:
     """A graph source (the compiled manifest, or Neo4j) with its tables, a scenario builder and a resolver."""
@@ -57,15 +49,7 @@ class Engine:
                 write: bool = False) -> pipeline.Result:
         """Check and compile a catalog (cached next to the manifest by content hash); CatalogError
         carrying every finding when it has errors."""
-        root = Path(catalog) if catalog is not None else default_catalog()
-        if not root.is_dir():
-            raise InputError(f"catalog directory {root} not found", "pass the catalog directory")
-        result = pipeline.run(root, Path(build_dir) if build_dir is not None else None, write_manifest=write)
-        if result.manifest is None:
-            errors = len(result.findings.errors)
-            raise CatalogError(f"the catalog has {errors} error(s)", "run `gpustack check` for every finding",
-                               findings=result.findings)
-        return result
+        return compile_catalog(catalog, build_dir, write)
 
     @classmethod
     def open(cls, catalog: str | Path | None = None, build_dir: str | Path | None = "build") -> Engine:

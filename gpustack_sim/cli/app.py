@@ -45,7 +45,7 @@ def _settings(ctx: typer.Context,
                                            help="Catalog directory (default: ./catalog)."),
               build_dir: Path = typer.Option(Path("build"), "--build-dir", envvar="GPUSTACK_BUILD_DIR",
                                              help="Where the manifest and caches go.")) -> None:
-    from ..api import default_catalog
+    from ..compiled import default_catalog
 
     cat = catalog or default_catalog()
     ctx.obj = Settings(cat, build_dir, cat.resolve().parent / "schemas")
@@ -77,10 +77,11 @@ def err(text: str) -> None:
 def engine(ctx: typer.Context, use_neo4j: bool = False) -> Engine:
     """The engine over the compiled catalog, or over the graph in Neo4j."""
     from ..api import Engine
+    from ..compiled import compile_catalog
 
     s = settings(ctx)
     if use_neo4j:
-        return Engine.from_neo4j(tables=Engine.compile(s.catalog, s.build).manifest)
+        return Engine.from_neo4j(tables=compile_catalog(s.catalog, s.build).manifest)
     return Engine.open(s.catalog, s.build)
 
 
@@ -92,10 +93,10 @@ def source(ctx: typer.Context, use_neo4j: bool) -> GraphSource:
         return Neo4jSource.from_env()
     from gpustack_compiler.source import ManifestSource
 
-    from ..api import Engine
+    from ..compiled import compile_catalog
 
     s = settings(ctx)
-    return ManifestSource(Engine.compile(s.catalog, s.build).manifest)
+    return ManifestSource(compile_catalog(s.catalog, s.build).manifest)
 
 
 def pairs(items: Sequence[str], flag: str, example: str = "NAME=VALUE") -> dict[str, str]:

@@ -44,12 +44,12 @@ def compile_(ctx: typer.Context, as_json: bool = JsonOpt,
              force: bool = typer.Option(False, "--force", help="Load even into a database holding nodes gpustack "
                                         "did not create (they are deleted).")) -> None:
     """Check the catalog and write build/manifest.json (the embedded default; no server needed)."""
-    from ..api import Engine
+    from ..compiled import compile_catalog
     from .neo4j import load_manifest, reject_stray_options
 
     reject_stray_options(neo4j, uri, user, password, database, force)
     s = settings(ctx)
-    result = Engine.compile(s.catalog, s.build, write=True)
+    result = compile_catalog(s.catalog, s.build, write=True)
     path = s.build / "manifest.json"
     st = result.manifest["stats"]
     data = {"manifest": str(path), "catalog_hash": result.catalog_hash, "cached": result.cached,
