@@ -22,6 +22,7 @@ from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitSystem
 
 from .compiled import REPO_CATALOG, compile_catalog, default_catalog  # noqa: F401  (part of the API)
+from .engine.cache import ParsedRelations, cache_file
 from .engine.resolver import Resolution, Resolver
 from .engine.run import RunSpec, load_run
 from .engine.scenario import Scenario, ScenarioBuilder
@@ -36,12 +37,13 @@ if TYPE_CHECKING:
 class Engine:
     """A graph source (the compiled manifest, or Neo4j) with its tables, a scenario builder and a resolver."""
 
-    def __init__(self, source: GraphSource, tables: dict | None = None):
+    def __init__(self, source: GraphSource, tables: dict | None = None, parsed: ParsedRelations | None = None):
         self.source = source
         self.tables = tables if tables is not None else source.tables()
         self.units = UnitSystem.from_manifest(self.tables["units"])
         self.scenarios = ScenarioBuilder(source, self.tables, self.units)
-        self.resolver = Resolver(source, self.units)
+        self.parsed = parsed if parsed is not None else ParsedRelations()
+        self.resolver = Resolver(source, self.units, self.parsed)
 
     # ---- opening ---------------------------------------------------------------------------
     @staticmethod
@@ -53,8 +55,17 @@ class Engine:
 
     @classmethod
     def open(cls, catalog: str | Path | None = None, build_dir: str | Path | None = "build") -> Engine:
-        """The engine over a catalog directory, compiled in memory (the embedded default, no server)."""
-        return cls(ManifestSource(cls.compile(catalog, build_dir).manifest))
+        """The engine over a catalog directory, compiled in memory (the embedded default, no server).
+        With a build directory, relations parsed by an earlier run are read back from its cache
+        (see `keep_parsed`)."""
+        result = cls.compile(catalog, build_dir)
+        parsed = ParsedRelations(cache_file(Path(build_dir) / "cache", result.catalog_hash) if build_dir else None)
+        return cls(ManifestSource(result.manifest), parsed=parsed)
+
+    def keep_parsed(self) -> None:
+        """Store the relations parsed so far in the build cache, for the next run (the command line
+        does this when a command ends)."""
+        self.parsed.save()
 
     @classmethod
     def from_neo4j(cls, uri: str | None = None, user: str | None = None, password: str | None = None,

@@ -78,7 +78,8 @@ def vectorize(symbols: list, expr: sympy.Basic):
     their arguments, which fails when one is a scalar and another an array."""
     args = [sympy.Symbol(f"x{i}") for i in range(len(symbols))]
     rebuilt = _for_numpy(expr, dict(zip(symbols, args)), {})
-    return sympy.lambdify(args, rebuilt, modules=[_ELEMENTWISE, "numpy"])
+    # docstring_limit=0: no docstring, whose text of the expression would cost a third of the compile
+    return sympy.lambdify(args, rebuilt, modules=[_ELEMENTWISE, "numpy"], docstring_limit=0)
 
 
 # Symbolic values larger than this many nodes are cut into stages when a resolution is compiled for numpy.

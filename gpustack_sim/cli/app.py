@@ -82,7 +82,9 @@ def engine(ctx: typer.Context, use_neo4j: bool = False) -> Engine:
     s = settings(ctx)
     if use_neo4j:
         return Engine.from_neo4j(tables=compile_catalog(s.catalog, s.build).manifest)
-    return Engine.open(s.catalog, s.build)
+    eng = Engine.open(s.catalog, s.build)
+    ctx.call_on_close(eng.keep_parsed)
+    return eng
 
 
 def source(ctx: typer.Context, use_neo4j: bool) -> GraphSource:

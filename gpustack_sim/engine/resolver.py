@@ -112,11 +112,12 @@ class Resolution:
 class Resolver:
     """Holds parsed relations between calls, so repeated resolutions are fast."""
 
-    def __init__(self, source: GraphSource, units: UnitSystem):
+    def __init__(self, source: GraphSource, units: UnitSystem, parsed: dict | None = None):
         self.source = source
         self.units = units
         self._symbols: dict[str, sympy.Symbol] = {}
-        self._exprs: dict[tuple[str, str], sympy.Basic] = {}
+        # `parsed` may come filled from an earlier run (engine/cache.py)
+        self._exprs: dict[tuple[str, str], sympy.Basic] = parsed if parsed is not None else {}
         self._subgraphs: dict[str, dict] = {}
 
     # ---- sympy helpers -----------------------------------------------------------------------
