@@ -564,7 +564,7 @@ def _check_presets(cat: Catalog) -> None:
                     f"preset `{spec.name}` assigns unknown variable `{name}`", name, cat.variables))
                 continue
             try:
-                quantity = parse_quantity(value, var.spec.units)
+                quantity = m.parse_quantity(value, var.spec.units)
                 unit = cat.units.parse(quantity.units)
             except (UnitError, ValueError) as exc:
                 f.add(rel, line, "preset.invalid-value", f"preset `{spec.name}`, `{name}`: {exc}")
@@ -601,20 +601,3 @@ def _check_presets(cat: Catalog) -> None:
                 line = targets.line_of(label) if isinstance(targets, LinedDict) else entry.loc.line
                 f.add(rel, line, "preset.unknown-variable", f"preset `{spec.name}` target `{label}` names "
                       f"unknown variable `{name}`")
-
-
-QUANTITY_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
-
-
-def parse_quantity(value, default_units: str) -> m.Quantity:
-    """`'0.5 kW'`, a bare number (in the declared unit) or a Quantity; raises ValueError."""
-    if isinstance(value, m.Quantity):
-        return value
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
-    if isinstance(value, (int, float)):
-        return m.Quantity(value=float(value), units=default_units)
-    match = QUANTITY_RE.match(str(value))
-    if not match:
-        raise ValueError(f"cannot read {value!r} as a number with a unit (e.g. `0.5 kW`)")
-    return m.Quantity(value=float(match.group(1)), units=match.group(2) or default_units)
