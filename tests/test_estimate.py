@@ -1,4 +1,7 @@
-"""Predicting a training run: run files, estimates with intervals, calibration, validation, sweeps."""
+"""Predicting a training run: run files, estimates with intervals, calibration, validation, sweeps.
+
+Commands run in this process (`gp`); a second estimate and a second calibration run in a process of
+their own, since their output must not depend on the process (string hashes differ between them)."""
 
 from __future__ import annotations
 
@@ -7,14 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CATALOG, REPO, calibration_data
-from helpers import run_cli as run
+from helpers import CATALOG, REPO, calibration_data, run_cli, run_cli_here
 
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 
 
 def gp(build: Path, *args: str):
-    return run("--catalog", str(CATALOG), "--build-dir", str(build), *args)
+    return run_cli_here("--catalog", str(CATALOG), "--build-dir", str(build), *args)
+
+
+def gp_process(build: Path, *args: str):
+    return run_cli("--catalog", str(CATALOG), "--build-dir", str(build), *args)
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +99,7 @@ def test_boundaries_are_reported(estimate: dict) -> None:
 
 
 def test_estimate_is_deterministic(build: Path, estimate: dict) -> None:
-    again = json.loads(gp(build, "estimate", str(RUN), "--json", "--samples", "2000").stdout)
+    again = json.loads(gp_process(build, "estimate", str(RUN), "--json", "--samples", "2000").stdout)
     assert again == estimate
 
 
@@ -142,7 +148,7 @@ def test_calibration_reproduces_the_committed_preset(calibration) -> None:
 
 def test_calibration_is_deterministic(build: Path, calibration, cal_data: Path, tmp_path: Path) -> None:
     data, out = calibration
-    again = gp(build, "calibrate", "--data", str(cal_data), "--out", str(tmp_path / "c.yaml"), "--json")
+    again = gp_process(build, "calibrate", "--data", str(cal_data), "--out", str(tmp_path / "c.yaml"), "--json")
     assert (tmp_path / "c.yaml").read_text() == out.read_text()
     assert json.loads(again.stdout)["data_sha256"] == data["data_sha256"]
 

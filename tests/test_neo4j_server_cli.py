@@ -57,3 +57,9 @@ def test_start_status_stop(private_cache, tmp_path) -> None:
     res = run_cli("neo4j", "status", env=env)
     assert res.returncode == 3 and res.stdout.startswith("Neo4j is not running") and res.stderr == ""
     assert os.environ.get("GPUSTACK_CACHE_DIR") != env["GPUSTACK_CACHE_DIR"]
+
+
+def test_status_without_a_server_is_exit_3(gpustack_cli, tmp_path) -> None:
+    # No launcher needed: the state files in an empty cache say nothing runs.
+    res = gpustack_cli("neo4j", "status", "--json", env={"GPUSTACK_CACHE_DIR": str(tmp_path)})
+    assert res.returncode == 3 and json.loads(res.stdout)["running"] is False and res.stderr == ""

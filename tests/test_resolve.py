@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_sim.engine.resolver import ResolveError, Resolver
+from gpustack_sim.engine.resolver import ResolveError
 from helpers import CATALOG, FIXTURE, SYSTEM_MODELINE, Engine, mini_catalog
-from helpers import run_cli as run
 
 EXPECTED = {
     "training.tokens_per_sec": 6666666.67,
@@ -102,24 +101,24 @@ def test_variant_errors(real: Engine) -> None:
         real.resolve("training.flops_per_step", variants=["training.flops_per_step=sparse"])
 
 
-def test_cli_resolve_and_violation_exit_code(tmp_path: Path) -> None:
+def test_cli_resolve_and_violation_exit_code(gpustack_cli, tmp_path: Path) -> None:
     base = ["--catalog", str(CATALOG), "--build-dir", str(tmp_path)]
-    ok = run(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE, "--json")
+    ok = gpustack_cli(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE, "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["value"] == pytest.approx(3.000078e-06, rel=1e-9)
-    text = run(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE)
+    text = gpustack_cli(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE)
     assert text.stdout.splitlines()[0] == "econ.cost.per_token = 3.000078e-06 USD/token"
-    bad = run(*base, "resolve", "training.t_step", "--preset", FIXTURE, "--assign", "training.overhead_fraction=1.5",
-              "--fail-on-violated-constraints")
+    bad = gpustack_cli(*base, "resolve", "training.t_step", "--preset", FIXTURE, "--assign",
+                       "training.overhead_fraction=1.5", "--fail-on-violated-constraints")
     assert bad.returncode == 1 and "violated" in bad.stdout
-    unknown = run(*base, "resolve", "econ.cost.per_tokn")
+    unknown = gpustack_cli(*base, "resolve", "econ.cost.per_tokn")
     assert unknown.returncode == 2 and "did you mean econ.cost.per_token" in unknown.stderr
-    malformed = run(*base, "resolve", "econ.cost.per_token", "--assign", "gpu.power.total")
+    malformed = gpustack_cli(*base, "resolve", "econ.cost.per_token", "--assign", "gpu.power.total")
     assert malformed.returncode == 2 and malformed.stderr.startswith("Error: --assign")
 
 
-def test_scenario_report(tmp_path: Path) -> None:
-    res = run("--catalog", str(CATALOG), "--build-dir", str(tmp_path), "scenario", "report", FIXTURE, "--json",
+def test_scenario_report(gpustack_cli, tmp_path: Path) -> None:
+    res = gpustack_cli("--catalog", str(CATALOG), "--build-dir", str(tmp_path), "scenario", "report", FIXTURE, "--json",
               "--target", "pue=thermal.dc.pue", "--fail-on-issues")
     assert res.returncode == 0, res.stderr + res.stdout
     rep = json.loads(res.stdout)
