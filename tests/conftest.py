@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import LocalServer, catalog_under_test, compile_catalog, run_cli_here, unavailable
+from helpers import Engine, LocalServer, catalog_under_test, compile_catalog, run_cli_here, unavailable
 
 LOADED_BY = "pytest"
 ENV_KEYS = ("NEO4J_URI", "NEO4J_USER", "NEO4J_PASSWORD", "NEO4J_DATABASE", "GPUSTACK_NEO4J_LOADED_BY")
@@ -166,7 +166,8 @@ def real_catalog(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def real_build(tmp_path_factory) -> Path:
-    """Build directory of the snapshot (its compile cache makes later CLI runs on it warm)."""
+    """Build directory of the snapshot. Its compile cache is keyed by content, so commands given the
+    repository's catalog find it warm too: tests of anything but a cold compile share it."""
     return tmp_path_factory.mktemp("real-build")
 
 
@@ -174,6 +175,13 @@ def real_build(tmp_path_factory) -> Path:
 def real_manifest(real_catalog: Path, real_build: Path) -> dict:
     """The full real catalog compiled to a manifest in tmp."""
     return compile_catalog(real_catalog, real_build)
+
+
+@pytest.fixture(scope="session")
+def real_engine(real_manifest: dict) -> Engine:
+    """The engine over the real catalog, compiled once per session (resolvers only memoize: sharing
+    one across tests leaks nothing between them)."""
+    return Engine(manifest=real_manifest)
 
 
 @pytest.fixture

@@ -106,12 +106,15 @@ def as_mapping(items) -> dict[str, str]:
 
 
 class Engine(api.Engine):
-    """The library engine over a catalog compiled in memory, with shortcuts for tests."""
+    """The library engine over a catalog compiled in memory (or over a compiled manifest), with shortcuts
+    for tests."""
 
-    def __init__(self, root: Path):
-        result = pipeline.run(root, None, write_manifest=False, use_cache=False)
-        assert result.manifest is not None, result.findings.render("text")
-        self.manifest = result.manifest
+    def __init__(self, root: Path | None = None, manifest: dict | None = None):
+        if manifest is None:
+            result = pipeline.run(root, None, write_manifest=False, use_cache=False)
+            assert result.manifest is not None, result.findings.render("text")
+            manifest = result.manifest
+        self.manifest = manifest
         super().__init__(ManifestSource(self.manifest))
 
     def resolve(self, target, presets=(), assign=(), variants=(), **kw):

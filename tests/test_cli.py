@@ -20,8 +20,8 @@ from helpers import CATALOG, REPO, CliResult, mini_catalog, run_cli, run_cli_her
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("build")
+def build(real_build: Path) -> Path:
+    return real_build
 
 
 def gp(build: Path, *args: str) -> CliResult:

@@ -24,8 +24,8 @@ def gp_process(build: Path, *args: str):
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("build")
+def build(real_build: Path) -> Path:
+    return real_build
 
 
 @pytest.fixture(scope="module")
