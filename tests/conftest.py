@@ -6,6 +6,8 @@
 - Otherwise the local Neo4j is started once per session (`neo4j_server.start`) on free ports (fixed
   ones collide when several sessions start at once on one machine) with its data, state and log
   under pytest's tmp directory, so a developer's own server and data are untouched; stopped at the end.
+  Its authentication is on, with a password the tests know (SESSION_PASSWORD), so the tests of wrong
+  and right passwords need no second server.
 - `GPUSTACK_REQUIRE_NEO4J=1` (set by .ci/run): a Neo4j that cannot be started or reached fails the
   tests that need it instead of skipping them.
 """
@@ -19,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Engine, LocalServer, catalog_under_test, compile_catalog, run_cli_here, unavailable
+from helpers import (SESSION_PASSWORD, SESSION_USER, Engine, LocalServer, catalog_under_test, compile_catalog,
+                     run_cli_here, unavailable)
 
 LOADED_BY = "pytest"
 ENV_KEYS = ("NEO4J_URI", "NEO4J_USER", "NEO4J_PASSWORD", "NEO4J_DATABASE", "GPUSTACK_NEO4J_LOADED_BY")
@@ -28,10 +31,11 @@ ENV_KEYS = ("NEO4J_URI", "NEO4J_USER", "NEO4J_PASSWORD", "NEO4J_DATABASE", "GPUS
 class Neo4jDB:
     """The database the tests use, with the few helpers they share."""
 
-    def __init__(self, settings):
+    def __init__(self, settings, started_here: bool = False):
         from gpustack_compiler.neo4j.conn import driver
 
         self.settings = settings
+        self.started_here = started_here  # then authentication is on, with SESSION_PASSWORD
         self.driver = driver(settings)
 
     def new_driver(self, **config):
@@ -97,16 +101,16 @@ def neo4j_session(tmp_path_factory) -> Iterator[tuple[Neo4jDB | None, str | None
             from gpustack_compiler.neo4j import server as srv
 
             try:
-                server = LocalServer(tmp_path_factory.mktemp("neo4j"), heap="1g", pagecache="256m")
+                server = LocalServer(tmp_path_factory.mktemp("neo4j"), auth=True, password=SESSION_PASSWORD,
+                                     heap="1g", pagecache="256m")
             except srv.Neo4jServerError as exc:
                 yield None, f"the local Neo4j could not be started: {exc}"
                 return
-            for k in ("NEO4J_USER", "NEO4J_PASSWORD", "NEO4J_DATABASE"):
-                os.environ.pop(k, None)
-            os.environ["NEO4J_URI"] = server.uri
+            os.environ.pop("NEO4J_DATABASE", None)
+            os.environ.update(NEO4J_URI=server.uri, NEO4J_USER=SESSION_USER, NEO4J_PASSWORD=SESSION_PASSWORD)
             settings = Neo4jSettings.resolve()
         os.environ["GPUSTACK_NEO4J_LOADED_BY"] = LOADED_BY  # what `gpustack compile --neo4j` records
-        db = Neo4jDB(settings)
+        db = Neo4jDB(settings, started_here=server is not None)
         try:
             db.run("RETURN 1")
         except Exception as exc:  # noqa: BLE001 - any failure to talk to it means: no Neo4j

@@ -177,6 +177,10 @@ def run_cli_here(*args: str, env: dict | None = None) -> CliResult:
 
 # ---- Neo4j --------------------------------------------------------------------------------------
 
+# The Neo4j a test session starts itself has authentication on, with this password (conftest.py).
+SESSION_USER, SESSION_PASSWORD = "neo4j", "correct-horse-battery"
+
+
 def neo4j_required() -> bool:
     return os.environ.get("GPUSTACK_REQUIRE_NEO4J") == "1"
 
