@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import models as m
 from .catalog import Catalog, ValueProblem, check_refs, checked_quantity, unknown_variable
-from .suggest import did_you_mean
+from .suggest import with_suggestion
 from .yaml_lines import LinedDict, LinedList, line_at
 
 
@@ -38,14 +38,12 @@ class _Checker:
 
     def preset(self, loc: tuple, name: str) -> None:
         if name not in self.cat.presets:
-            hint = did_you_mean(name, self.cat.presets)
-            self.add(loc, "binding.unknown-preset", f"unknown preset `{name}`" + (f"; {hint}" if hint else ""))
+            self.add(loc, "binding.unknown-preset", with_suggestion(f"unknown preset `{name}`", name, self.cat.presets))
 
     def mode(self, loc: tuple, key: str) -> None:
         if key not in self.variant_keys:
-            hint = did_you_mean(key, self.variant_keys)
-            self.add(loc, "binding.unknown-variant", f"no variable has a variant keyed `{key}`"
-                     + (f"; {hint}" if hint else ""))
+            self.add(loc, "binding.unknown-variant",
+                     with_suggestion(f"no variable has a variant keyed `{key}`", key, self.variant_keys))
 
     def refs(self, loc: tuple, keys: list[str], owner: str) -> None:
         check_refs(self.cat, keys, self.file, line_at(self.data, loc), owner, require=False)

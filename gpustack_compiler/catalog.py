@@ -17,7 +17,7 @@ from .expressions import ANY, DimensionInference, ExprError, Parsed, is_keyword_
 from .fileset import catalog_files, content_hash
 from .findings import Findings
 from .kinds import KEYED, RelationKind, kind_of
-from .suggest import did_you_mean
+from .suggest import with_suggestion
 from .units import Unit, UnitError, UnitSystem
 from .yaml_lines import LinedDict, YamlError, line_at, load
 
@@ -197,9 +197,8 @@ class _Loader:
     def top_keys(self, data: LinedDict, allowed: set[str], rel: str) -> None:
         for key in data:
             if key not in allowed:
-                hint = did_you_mean(str(key), allowed)
                 self.f.add(rel, data.line_of(key), "schema.unknown-key",
-                           f"unknown key `{key}`" + (f"; {hint}" if hint else ""))
+                           with_suggestion(f"unknown key `{key}`", str(key), allowed))
 
     # ---- the catalog -----------------------------------------------------------------------
     def run(self) -> Catalog:
@@ -227,8 +226,8 @@ class _Loader:
                 self.load_system_file(path, top)
             else:
                 self.f.add(self.rel(path), 1, "catalog.unknown-file",
-                           f"folder `{top}` is not a system declared in catalog/systems.yaml"
-                           + (f"; {did_you_mean(top, self.cat.systems) or ''}"))
+                           with_suggestion(f"folder `{top}` is not a system declared in catalog/systems.yaml",
+                                           top, self.cat.systems))
         for name in self.cat.headline_targets:
             if name not in self.cat.variables:
                 self.f.add("catalog/systems.yaml", self.headline_lines.get(name, 1), "catalog.unknown-headline",
@@ -413,9 +412,8 @@ def check_refs(cat: Catalog, keys: list[str], rel: str, line: int, owner: str, r
         cat.findings.add(rel, line, "ref.missing", f"`{owner}` cites no reference")
     for key in keys:
         if key not in cat.references:
-            hint = did_you_mean(key, cat.references)
-            cat.findings.add(rel, line, "ref.unknown", f"`{owner}` cites unknown reference `{key}`"
-                             + (f"; {hint}" if hint else ""))
+            cat.findings.add(rel, line, "ref.unknown",
+                             with_suggestion(f"`{owner}` cites unknown reference `{key}`", key, cat.references))
 
 
 def _is_branch(part) -> bool:
@@ -481,10 +479,8 @@ def _check_relations(cat: Catalog) -> None:
                 ok = False
             for n in parsed.names:
                 if n not in known:
-                    hint = did_you_mean(n, known)
-                    f.add(loc.file, loc.line, "expr.unknown-name",
-                          f"{name}.{label}: `{n}` is not a declared variable or constant"
-                          + (f"; {hint}" if hint else ""))
+                    f.add(loc.file, loc.line, "expr.unknown-name", with_suggestion(
+                        f"{name}.{label}: `{n}` is not a declared variable or constant", n, known))
                     ok = False
             for u in parsed.unit_literals:
                 try:
@@ -498,9 +494,8 @@ def _check_relations(cat: Catalog) -> None:
                 f.add(loc.file, loc.line, "relation.defines-constant", f"{name} defines constant `{out}`")
                 ok = False
             elif out not in cat.variables:
-                hint = did_you_mean(out, cat.variables)
-                f.add(loc.file, loc.line, "relation.unknown-target", f"{name} defines unknown variable `{out}`"
-                      + (f"; {hint}" if hint else ""))
+                f.add(loc.file, loc.line, "relation.unknown-target",
+                      with_suggestion(f"{name} defines unknown variable `{out}`", out, cat.variables))
                 ok = False
         for fid, message in rel.rules.problems(spec, known):
             f.add(loc.file, loc.line, fid, message)
@@ -553,8 +548,7 @@ class ValueProblem(Exception):
 def unknown_variable(cat: Catalog, name: str) -> ValueProblem | None:
     if name in cat.variables:
         return None
-    hint = did_you_mean(name, cat.variables)
-    return ValueProblem("unknown-variable", f"unknown variable `{name}`" + (f"; {hint}" if hint else ""))
+    return ValueProblem("unknown-variable", with_suggestion(f"unknown variable `{name}`", name, cat.variables))
 
 
 def checked_quantity(cat: Catalog, name: str, value) -> m.Quantity:
@@ -565,7 +559,7 @@ def checked_quantity(cat: Catalog, name: str, value) -> m.Quantity:
         raise unknown
     var = cat.variables[name]
     try:
-        quantity = parse_quantity(value, var.spec.units)
+        quantity = m.parse_quantity(value, var.spec.units)
         unit = cat.units.parse(quantity.units)
     except (UnitError, ValueError) as exc:
         raise ValueProblem("invalid-value", f"`{name}`: {exc}") from None
@@ -600,8 +594,8 @@ def _check_presets(cat: Catalog) -> None:
             line = variants.line_of(name) if isinstance(variants, LinedDict) else entry.loc.line
             keys = {r.spec.variant for r in keyed if r.output == name}
             if name not in cat.variables:
-                f.add(rel, line, "preset.unknown-variable", f"preset `{spec.name}` selects a variant of unknown "
-                      f"variable `{name}`" + (f"; {did_you_mean(name, cat.variables) or ''}"))
+                f.add(rel, line, "preset.unknown-variable", with_suggestion(
+                    f"preset `{spec.name}` selects a variant of unknown variable `{name}`", name, cat.variables))
             elif key not in keys:
                 f.add(rel, line, "preset.unknown-variant", f"preset `{spec.name}`: `{name}` has no variant "
                       f"`{key}` (variants: {', '.join(sorted(keys)) or 'none'})")
@@ -610,28 +604,11 @@ def _check_presets(cat: Catalog) -> None:
         for i, key in enumerate(spec.modes):
             if key not in all_keys:
                 line = modes.line_of(i) if hasattr(modes, "line_of") else entry.loc.line
-                f.add(rel, line, "preset.unknown-variant", f"preset `{spec.name}`: no variable has a variant "
-                      f"keyed `{key}`" + (f"; {did_you_mean(key, all_keys) or ''}"))
+                f.add(rel, line, "preset.unknown-variant", with_suggestion(
+                    f"preset `{spec.name}`: no variable has a variant keyed `{key}`", key, all_keys))
         targets = raw.get("targets") or {}
         for label, name in spec.targets.items():
             if name not in cat.variables:
                 line = targets.line_of(label) if isinstance(targets, LinedDict) else entry.loc.line
                 f.add(rel, line, "preset.unknown-variable", f"preset `{spec.name}` target `{label}` names "
                       f"unknown variable `{name}`")
-
-
-QUANTITY_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
-
-
-def parse_quantity(value, default_units: str) -> m.Quantity:
-    """`'0.5 kW'`, a bare number (in the declared unit) or a Quantity; raises ValueError."""
-    if isinstance(value, m.Quantity):
-        return value
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
-    if isinstance(value, (int, float)):
-        return m.Quantity(value=float(value), units=default_units)
-    match = QUANTITY_RE.match(str(value))
-    if not match:
-        raise ValueError(f"cannot read {value!r} as a number with a unit (e.g. `0.5 kW`)")
-    return m.Quantity(value=float(match.group(1)), units=match.group(2) or default_units)

@@ -2,6 +2,10 @@
 
 Node keys are stable strings (`v:` variables and constants, `r:` relations). Constraints are kept
 apart from the data flow: they constrain variables but feed nothing.
+
+Neighbours and cones are read from plain adjacency dicts; networkx is imported and its graph built
+only for the algorithms (cycles, topological order), which `show`, `cone` and a resolution never
+need: importing it costs more than such a command's own work.
 """
 
 from __future__ import annotations
@@ -9,8 +13,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from collections.abc import Iterable
-
-import networkx as nx
+from functools import cached_property
 
 V, R = "v:", "r:"
 
@@ -41,39 +44,67 @@ class FamilyDebt:
 
 class CatalogGraph:
     def __init__(self, variables: Iterable[str], constants: Iterable[str], relations: Iterable[RelationEdges]):
-        self.flow = nx.DiGraph()
         self.variables = sorted(variables)
         self.constants = sorted(constants)
-        self.flow.add_nodes_from(V + n for n in self.variables)
-        self.flow.add_nodes_from(V + n for n in self.constants)
+        # Nodes, then edges in the order networkx.DiGraph would store them (dicts as ordered sets), so
+        # neighbours come in the same order from these dicts as from `flow`.
+        self._succ: dict[str, dict[str, None]] = {}
+        self._pred: dict[str, dict[str, None]] = {}
+        self._edges: list[tuple[str, str]] = []
+        for n in [*self.variables, *self.constants]:
+            self._add_node(V + n)
         for rel in relations:
             if rel.output is None:
                 continue  # constraints constrain variables but feed nothing
             node = R + rel.name
-            self.flow.add_node(node)
-            self.flow.add_edges_from((V + i, node) for i in rel.inputs)
-            self.flow.add_edge(node, V + rel.output)
+            self._add_node(node)
+            for i in rel.inputs:
+                self._add_edge(V + i, node)
+            self._add_edge(node, V + rel.output)
         self._order: list[str] | None = None
         self._bits: dict[str, int] | None = None
         self._acyclic: bool | None = None
 
+    def _add_node(self, node: str) -> None:
+        if node not in self._succ:
+            self._succ[node], self._pred[node] = {}, {}
+
+    def _add_edge(self, u: str, v: str) -> None:
+        self._add_node(u)
+        self._add_node(v)
+        self._succ[u][v] = None
+        self._pred[v][u] = None
+        self._edges.append((u, v))
+
+    @cached_property
+    def flow(self):
+        """The same graph as a networkx.DiGraph, built in the same order, for its algorithms."""
+        import networkx as nx
+
+        flow = nx.DiGraph()
+        flow.add_nodes_from(self._succ)
+        flow.add_edges_from(self._edges)
+        return flow
+
     # ---- structure ---------------------------------------------------------------------------
     def definitions(self, var: str) -> list[str]:
-        return sorted(p[len(R):] for p in self.flow.predecessors(V + var))
+        return sorted(p[len(R):] for p in self._pred[V + var])
 
     def users(self, var: str) -> list[str]:
-        return sorted(s[len(R):] for s in self.flow.successors(V + var))
+        return sorted(s[len(R):] for s in self._succ[V + var])
 
     @property
     def roots(self) -> list[str]:
-        return [v for v in self.variables if self.flow.in_degree(V + v) == 0]
+        return [v for v in self.variables if not self._pred[V + v]]
 
     @property
     def leaves(self) -> list[str]:
-        return [v for v in self.variables if self.flow.out_degree(V + v) == 0]
+        return [v for v in self.variables if not self._succ[V + v]]
 
     def cycles(self) -> list[list[str]]:
         """One cycle per strongly connected component, as variable and relation names."""
+        import networkx as nx
+
         found = []
         for comp in nx.strongly_connected_components(self.flow):
             if len(comp) == 1:
@@ -89,20 +120,24 @@ class CatalogGraph:
 
     def topological_order(self) -> list[str]:
         if self._order is None:
+            import networkx as nx
+
             self._order = list(nx.lexicographical_topological_sort(self.flow))
         return self._order
 
     def is_acyclic(self) -> bool:
         if self._acyclic is None:
+            import networkx as nx
+
             self._acyclic = nx.is_directed_acyclic_graph(self.flow)
         return self._acyclic
 
     # ---- cones -------------------------------------------------------------------------------
     def cone(self, var: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]:
         """Variables and constants reachable from `var`, with the number of relations crossed."""
-        step = self.flow.predecessors if upstream else self.flow.successors
+        step = self._pred if upstream else self._succ
         start = V + var
-        if start not in self.flow:
+        if start not in step:
             raise KeyError(var)
         seen = {start: 0}
         queue = deque([start])
@@ -111,13 +146,15 @@ class CatalogGraph:
             d = seen[node]
             if depth is not None and node.startswith(V) and d >= depth:
                 continue
-            for nxt in step(node):
+            for nxt in step[node]:
                 if nxt not in seen:
                     seen[nxt] = d + 1 if nxt.startswith(V) else d
                     queue.append(nxt)
         return {n[len(V):]: d for n, d in seen.items() if n.startswith(V) and n != start}
 
     def cone_relations(self, var: str, upstream: bool = True) -> list[str]:
+        import networkx as nx
+
         nodes = nx.ancestors(self.flow, V + var) if upstream else nx.descendants(self.flow, V + var)
         return sorted(n[len(R):] for n in nodes if n.startswith(R))
 
@@ -129,7 +166,7 @@ class CatalogGraph:
             bits: dict[str, int] = {}
             for node in reversed(self.topological_order()):
                 acc = 0
-                for succ in self.flow.successors(node):
+                for succ in self._succ[node]:
                     acc |= bits[succ]
                     if succ in index:
                         acc |= 1 << index[succ]
@@ -140,6 +177,8 @@ class CatalogGraph:
     def downstream_set(self, var: str) -> int:
         if self.is_acyclic():
             return self._downstream_bits()[V + var]
+        import networkx as nx
+
         index = {n: i for i, n in enumerate(self.variables)}
         acc = 0
         for n in nx.descendants(self.flow, V + var):

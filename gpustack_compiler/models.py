@@ -6,6 +6,7 @@ describe syntax, and the committed JSON Schema in `schemas/` is generated from t
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -28,7 +29,9 @@ LITERATURE_KINDS = frozenset({"paper", "textbook", "standard"})
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: a model's validator is built when first used, so the engine, which validates none of
+    # the catalog files, does not pay for building them all at import
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Bounds(Strict):
@@ -233,6 +236,23 @@ class Quantity(Strict):
         "Standard deviation in the same units (a fitted value's uncertainty); estimates sample it."))] = None
     reference: Annotated[str | None, Field(description="Reference key for this number.")] = None
     note: str | None = None
+
+
+QUANTITY_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
+
+
+def parse_quantity(value, default_units: str) -> Quantity:
+    """`'0.5 kW'`, a bare number (in the declared unit) or a Quantity; raises ValueError."""
+    if isinstance(value, Quantity):
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number")
+    if isinstance(value, (int, float)):
+        return Quantity(value=float(value), units=default_units)
+    match = QUANTITY_RE.match(str(value))
+    if not match:
+        raise ValueError(f"cannot read {value!r} as a number with a unit (e.g. `0.5 kW`)")
+    return Quantity(value=float(match.group(1)), units=match.group(2) or default_units)
 
 
 class Fit(Strict):

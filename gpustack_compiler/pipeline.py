@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import manifest as mf
+from .errors import InputError
 from .fileset import content_hash
 from .findings import Finding, Findings, Level
 
@@ -92,6 +93,9 @@ def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cac
     """Check the catalog; build the manifest when there are no errors (and write it if asked).
 
     With `need_manifest=False` a cached run returns findings without reading the manifest."""
+    if build_dir is not None and build_dir.exists() and not build_dir.is_dir():
+        # said before a compile that could only fail at its end, when it writes there
+        raise InputError(f"build directory {build_dir} is not a directory", "pass --build-dir DIR")
     catalog_hash, _ = content_hash(catalog_dir, extra=GENERATOR + mf.SCHEMA_VERSION)
     cache = _cache_dir(build_dir) if build_dir and use_cache else None
     if cache is not None:

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpustack_compiler import pipeline
-from gpustack_compiler.errors import CatalogError, InputError
+from gpustack_compiler.errors import InputError
 from gpustack_compiler.source import GraphSource, ManifestSource
 from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitSystem
 
+from .compiled import REPO_CATALOG, compile_catalog, default_catalog  # noqa: F401  (part of the API)
+from .engine.cache import ParsedRelations, cache_file
 from .engine.facts import Facts
 from .engine.resolver import Resolution, Resolver
 from .engine.run import RunSpec, load_run
@@ -35,14 +37,7 @@ if TYPE_CHECKING:
     from .datacenter import JobParameters, SimulationResult
     from .datacenter.policies import Policy
 
-REPO_CATALOG = Path(__file__).resolve().parent.parent / "catalog"
 OBSERVATIONS = Path("data") / "observations"
-
-
-def default_catalog() -> Path:
-    """./catalog when there is one, else the catalog shipped beside the package."""
-    here = Path("catalog")
-    return here if here.is_dir() else REPO_CATALOG
 
 
 def default_observations() -> Path:
@@ -54,13 +49,14 @@ class Engine:
     """A graph source (the compiled manifest, or Neo4j) with its tables, the catalog's bindings read from them,
     a scenario builder and a resolver."""
 
-    def __init__(self, source: GraphSource):
+    def __init__(self, source: GraphSource, parsed: ParsedRelations | None = None):
         self.source = source
         self.tables = source.tables()
         self.units = UnitSystem.from_manifest(self.tables["units"])
         self.facts = Facts(self.tables)
         self.scenarios = ScenarioBuilder(source, self.tables, self.units)
-        self.resolver = Resolver(source, self.units)
+        self.parsed = parsed if parsed is not None else ParsedRelations()
+        self.resolver = Resolver(source, self.units, self.parsed)
 
     # ---- opening ---------------------------------------------------------------------------
     @staticmethod
@@ -68,20 +64,21 @@ class Engine:
                 write: bool = False) -> pipeline.Result:
         """Check and compile a catalog (cached next to the manifest by content hash); CatalogError
         carrying every finding when it has errors."""
-        root = Path(catalog) if catalog is not None else default_catalog()
-        if not root.is_dir():
-            raise InputError(f"catalog directory {root} not found", "pass the catalog directory")
-        result = pipeline.run(root, Path(build_dir) if build_dir is not None else None, write_manifest=write)
-        if result.manifest is None:
-            errors = len(result.findings.errors)
-            raise CatalogError(f"the catalog has {errors} error(s)", "run `gpustack check` for every finding",
-                               findings=result.findings)
-        return result
+        return compile_catalog(catalog, build_dir, write)
 
     @classmethod
     def open(cls, catalog: str | Path | None = None, build_dir: str | Path | None = "build") -> Engine:
-        """The engine over a catalog directory, compiled in memory (the embedded default, no server)."""
-        return cls(ManifestSource(cls.compile(catalog, build_dir).manifest))
+        """The engine over a catalog directory, compiled in memory (the embedded default, no server).
+        With a build directory, relations parsed by an earlier run are read back from its cache
+        (see `keep_parsed`)."""
+        result = cls.compile(catalog, build_dir)
+        parsed = ParsedRelations(cache_file(Path(build_dir) / "cache", result.catalog_hash) if build_dir else None)
+        return cls(ManifestSource(result.manifest), parsed=parsed)
+
+    def keep_parsed(self) -> None:
+        """Store the relations parsed so far in the build cache, for the next run (the command line
+        does this when a command ends)."""
+        self.parsed.save()
 
     @classmethod
     def from_neo4j(cls, uri: str | None = None, user: str | None = None, password: str | None = None,

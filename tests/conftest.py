@@ -3,9 +3,11 @@
 - `NEO4J_URI` set: the tests use that server (`NEO4J_USER`, `NEO4J_PASSWORD`, `NEO4J_DATABASE`),
   and refuse to run against a database holding data they did not create: it must be empty, or hold
   only a graph an earlier test session loaded (Build.loaded_by == "pytest"). They empty it at the end.
-- Otherwise the local Neo4j is started once per session (`neo4j_server.start`) on non-default ports
-  (bolt 17687 / http 17474, or free ports if those are taken) with its data, state and log under
-  pytest's tmp directory, so a developer's own server and data are untouched; stopped at the end.
+- Otherwise the local Neo4j is started once per session (`neo4j_server.start`) on free ports (fixed
+  ones collide when several sessions start at once on one machine) with its data, state and log
+  under pytest's tmp directory, so a developer's own server and data are untouched; stopped at the end.
+  Its authentication is on, with a password the tests know (SESSION_PASSWORD), so the tests of wrong
+  and right passwords need no second server.
 - `GPUSTACK_REQUIRE_NEO4J=1` (set by .ci/run): a Neo4j that cannot be started or reached fails the
   tests that need it instead of skipping them.
 """
@@ -14,92 +16,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-TEST_BOLT_PORT, TEST_HTTP_PORT = 17687, 17474
+from helpers import (SESSION_PASSWORD, SESSION_USER, Engine, LocalServer, catalog_under_test, compile_catalog,
+                     run_cli_here, unavailable)
+
 LOADED_BY = "pytest"
 ENV_KEYS = ("NEO4J_URI", "NEO4J_USER", "NEO4J_PASSWORD", "NEO4J_DATABASE", "GPUSTACK_NEO4J_LOADED_BY")
-
-
-def neo4j_required() -> bool:
-    return os.environ.get("GPUSTACK_REQUIRE_NEO4J") == "1"
-
-
-def unavailable(reason: str):
-    if neo4j_required():
-        pytest.fail(f"Neo4j is required (GPUSTACK_REQUIRE_NEO4J=1) but {reason}", pytrace=False)
-    pytest.skip(f"no Neo4j: {reason}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def cache_env(cache: Path) -> Iterator[None]:
-    """neo4j_server keeps its pid/state files in GPUSTACK_CACHE_DIR: point it at a private one."""
-    old = os.environ.get("GPUSTACK_CACHE_DIR")
-    os.environ["GPUSTACK_CACHE_DIR"] = str(cache)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("GPUSTACK_CACHE_DIR", None)
-        else:
-            os.environ["GPUSTACK_CACHE_DIR"] = old
-
-
-class LocalServer:
-    """A Neo4j started by the tests with private state, data and ports (the launcher build is shared)."""
-
-    def __init__(self, root: Path, bolt: int | None = None, http: int | None = None, with_http: bool = True,
-                 **start_args):
-        from gpustack_compiler.neo4j import server as srv
-
-        self.srv = srv
-        build = srv.ensure_built()  # in the user cache: built once, reused by every session
-        self.cache = root / "cache"
-        self.cache.mkdir(parents=True, exist_ok=True)
-        link = self.cache / "neo4j-launcher"
-        if not link.exists():
-            link.symlink_to(build.parent, target_is_directory=True)
-        self.bolt = bolt if bolt and port_free(bolt) else free_port()
-        self.http = (http if http and port_free(http) else free_port()) if with_http else None
-        with cache_env(self.cache):
-            self.status = srv.start(bolt_port=self.bolt, http_port=self.http, data_dir=root / "data",
-                                    **start_args)
-        self.uri = self.status["bolt_uri"]
-
-    def stop(self) -> None:
-        with cache_env(self.cache):
-            self.srv.stop(timeout=20)
 
 
 class Neo4jDB:
     """The database the tests use, with the few helpers they share."""
 
-    def __init__(self, settings):
+    def __init__(self, settings, started_here: bool = False):
         from gpustack_compiler.neo4j.conn import driver
 
         self.settings = settings
+        self.started_here = started_here  # then authentication is on, with SESSION_PASSWORD
         self.driver = driver(settings)
 
     def new_driver(self, **config):
@@ -165,17 +101,16 @@ def neo4j_session(tmp_path_factory) -> Iterator[tuple[Neo4jDB | None, str | None
             from gpustack_compiler.neo4j import server as srv
 
             try:
-                server = LocalServer(tmp_path_factory.mktemp("neo4j"), TEST_BOLT_PORT, TEST_HTTP_PORT,
+                server = LocalServer(tmp_path_factory.mktemp("neo4j"), auth=True, password=SESSION_PASSWORD,
                                      heap="1g", pagecache="256m")
             except srv.Neo4jServerError as exc:
                 yield None, f"the local Neo4j could not be started: {exc}"
                 return
-            for k in ("NEO4J_USER", "NEO4J_PASSWORD", "NEO4J_DATABASE"):
-                os.environ.pop(k, None)
-            os.environ["NEO4J_URI"] = server.uri
+            os.environ.pop("NEO4J_DATABASE", None)
+            os.environ.update(NEO4J_URI=server.uri, NEO4J_USER=SESSION_USER, NEO4J_PASSWORD=SESSION_PASSWORD)
             settings = Neo4jSettings.resolve()
         os.environ["GPUSTACK_NEO4J_LOADED_BY"] = LOADED_BY  # what `gpustack compile --neo4j` records
-        db = Neo4jDB(settings)
+        db = Neo4jDB(settings, started_here=server is not None)
         try:
             db.run("RETURN 1")
         except Exception as exc:  # noqa: BLE001 - any failure to talk to it means: no Neo4j
@@ -198,34 +133,28 @@ def neo4j_session(tmp_path_factory) -> Iterator[tuple[Neo4jDB | None, str | None
                 os.environ[k] = v
 
 
-@pytest.fixture
-def neo4j_db(neo4j_session) -> Neo4jDB:
-    """The test database, checked to hold only data the tests made."""
+@pytest.fixture(scope="session")
+def session_db(neo4j_session) -> Neo4jDB:
+    """The session's database for module-scoped fixtures; skips (fails, when required) without one."""
     db, why = neo4j_session
     if db is None:
         unavailable(why)
-    db.guard()
     return db
 
 
-# ---- shared by the Neo4j tests ----------------------------------------------------------------
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def catalog_under_test() -> Path:
-    """The real catalog (GPUSTACK_TEST_CATALOG points the Neo4j tests at another one)."""
-    return Path(os.environ.get("GPUSTACK_TEST_CATALOG") or REPO / "catalog")
+@pytest.fixture
+def neo4j_db(session_db: Neo4jDB) -> Neo4jDB:
+    """The test database, checked to hold only data the tests made."""
+    session_db.guard()
+    return session_db
 
 
-def compile_catalog(catalog: Path, build: Path) -> dict:
-    from gpustack_compiler import pipeline
-
-    result = pipeline.run(catalog, build, write_manifest=True)
-    if result.manifest is None:
-        errors = [f.as_text() for f in sorted(result.findings.errors)][:5]
-        pytest.fail(f"{catalog} does not compile: " + " | ".join(errors), pytrace=False)
-    return result.manifest
+@pytest.fixture(scope="module")
+def real_graph(session_db: Neo4jDB, real_manifest: dict) -> Neo4jDB:
+    """The session's Neo4j holding the real catalog's graph, for a module that only reads it."""
+    session_db.guard()
+    session_db.load(real_manifest)
+    return session_db
 
 
 @pytest.fixture(scope="session")
@@ -241,18 +170,9 @@ def real_catalog(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def real_build(tmp_path_factory) -> Path:
-    """Build directory of the snapshot (its compile cache makes later CLI runs on it warm)."""
+    """Build directory of the snapshot. Its compile cache is keyed by content, so commands given the
+    repository's catalog find it warm too: tests of anything but a cold compile share it."""
     return tmp_path_factory.mktemp("real-build")
-
-
-def loaded_db(neo4j_session, manifest: dict):
-    """The session's Neo4j holding `manifest`; skips (or fails, when required) without a server."""
-    db, why = neo4j_session
-    if db is None:
-        unavailable(why)
-    db.guard()
-    db.load(manifest)
-    return db
 
 
 @pytest.fixture(scope="session")
@@ -261,49 +181,17 @@ def real_manifest(real_catalog: Path, real_build: Path) -> dict:
     return compile_catalog(real_catalog, real_build)
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path = REPO):
-    """`gpustack ARGS` in a subprocess, as a user runs it (environment: this process's, plus `env`)."""
-    import subprocess
-    import sys
-
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-c", "from gpustack_sim.cli.main import main; main()", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
+@pytest.fixture(scope="session")
+def real_engine(real_manifest: dict) -> Engine:
+    """The engine over the real catalog, compiled once per session (resolvers only memoize: sharing
+    one across tests leaks nothing between them)."""
+    return Engine(manifest=real_manifest)
 
 
-class CliResult:
-    def __init__(self, returncode: int, stdout: str, stderr: str):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
-def run_cli_here(*args: str, env: dict | None = None) -> CliResult:
-    """`gpustack ARGS` in this process, through the same `main()` (exit codes, one-line errors):
-    a subprocess costs a second of imports, and the Neo4j tests run dozens of commands."""
-    import io
-    import sys
-    from contextlib import redirect_stderr, redirect_stdout
-
-    from gpustack_sim.cli.main import main
-
-    saved_env = {k: os.environ.get(k) for k in (env or {})}
-    saved_argv = sys.argv
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    try:
-        os.environ.update(env or {})
-        sys.argv = ["gpustack", *args]
-        with redirect_stdout(out), redirect_stderr(err):
-            main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = saved_argv
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return CliResult(code, out.getvalue(), err.getvalue())
+@pytest.fixture(scope="session")
+def catalog_units(real_engine: Engine):
+    """The catalog's unit system, for documents (sites files, protocols) read outside an engine."""
+    return real_engine.units
 
 
 @pytest.fixture

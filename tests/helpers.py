@@ -1,9 +1,18 @@
-"""A minimal valid catalog to break in one place per test."""
+"""What the tests share: a minimal valid catalog to break in one place per test, the engine over a
+catalog compiled in memory, `gpustack` run as a process or in this one, and the Neo4j servers the
+tests start themselves. Fixtures live in conftest.py; test modules import from here, never from
+each other."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import socket
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from gpustack_compiler import pipeline
 from gpustack_compiler.findings import Findings
@@ -12,6 +21,7 @@ from gpustack_sim import api
 
 REPO = Path(__file__).resolve().parent.parent
 CATALOG = REPO / "catalog"
+FIXTURE = "dense_training_cost_fixture"  # the synthetic preset whose values the tests know by heart
 SYSTEM_MODELINE = "# yaml-language-server: $schema=../../schemas/system.schema.json\n"
 
 MINI_SYSTEMS = """# yaml-language-server: $schema=../schemas/systems.schema.json
@@ -49,6 +59,24 @@ relations:
 """
 
 
+def data_required() -> bool:
+    """In CI (CI=true, or GPUSTACK_REQUIRE_DATA=1 as .ci/run sets) missing data fails the tests that
+    need it: a skip there would pass a run that checked nothing."""
+    return os.environ.get("GPUSTACK_REQUIRE_DATA") == "1" or os.environ.get("CI", "").lower() == "true"
+
+
+def calibration_data() -> Path:
+    """The calibration data folder, beside the clone as shared/data/calibration (or
+    $GPUSTACK_CALIBRATION_DATA, as for `gpustack calibrate`); skips, or fails when required, without it."""
+    folder = Path(os.environ.get("GPUSTACK_CALIBRATION_DATA") or REPO.parent / "shared" / "data" / "calibration")
+    if not (folder / "training_iterations.csv").is_file():
+        why = f"calibration data not found at {folder} (it sits beside the clone as shared/data/calibration)"
+        if data_required():
+            pytest.fail(f"{why}; CI requires it (CI=true or GPUSTACK_REQUIRE_DATA=1)", pytrace=False)
+        pytest.skip(why)
+    return folder
+
+
 def mini_catalog(tmp_path: Path) -> Path:
     root = tmp_path / "catalog"
     root.mkdir()
@@ -78,12 +106,15 @@ def as_mapping(items) -> dict[str, str]:
 
 
 class Engine(api.Engine):
-    """The library engine over a catalog compiled in memory, with shortcuts for tests."""
+    """The library engine over a catalog compiled in memory (or over a compiled manifest), with shortcuts
+    for tests."""
 
-    def __init__(self, root: Path):
-        result = pipeline.run(root, None, write_manifest=False, use_cache=False)
-        assert result.manifest is not None, result.findings.render("text")
-        self.manifest = result.manifest
+    def __init__(self, root: Path | None = None, manifest: dict | None = None):
+        if manifest is None:
+            result = pipeline.run(root, None, write_manifest=False, use_cache=False)
+            assert result.manifest is not None, result.findings.render("text")
+            manifest = result.manifest
+        self.manifest = manifest
         super().__init__(ManifestSource(self.manifest))
 
     def resolve(self, target, presets=(), assign=(), variants=(), **kw):
@@ -95,3 +126,124 @@ class Engine(api.Engine):
         res = self.resolve(target, presets, assign, variants)
         assert res.missing == {}, res.missing
         return res.value * (self.manifest["variables"][target]["scale"] if base_units else 1.0)
+
+
+# ---- gpustack as a user runs it -----------------------------------------------------------------
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path = REPO):
+    """`gpustack ARGS` in a subprocess, as a user runs it (environment: this process's, plus `env`)."""
+    import subprocess
+    import sys
+
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-c", "from gpustack_sim.cli.main import main; main()", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+class CliResult:
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def run_cli_here(*args: str, env: dict | None = None) -> CliResult:
+    """`gpustack ARGS` in this process, through the same `main()` (exit codes, one-line errors):
+    a subprocess costs a second of imports, and the Neo4j tests run dozens of commands."""
+    import io
+    import sys
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from gpustack_sim.cli.main import main
+
+    saved_env = {k: os.environ.get(k) for k in (env or {})}
+    saved_argv = sys.argv
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    try:
+        os.environ.update(env or {})
+        sys.argv = ["gpustack", *args]
+        with redirect_stdout(out), redirect_stderr(err):
+            main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = saved_argv
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+# ---- Neo4j --------------------------------------------------------------------------------------
+
+# The Neo4j a test session starts itself has authentication on, with this password (conftest.py).
+SESSION_USER, SESSION_PASSWORD = "neo4j", "correct-horse-battery"
+
+
+def neo4j_required() -> bool:
+    return os.environ.get("GPUSTACK_REQUIRE_NEO4J") == "1"
+
+
+def unavailable(reason: str):
+    if neo4j_required():
+        pytest.fail(f"Neo4j is required (GPUSTACK_REQUIRE_NEO4J=1) but {reason}", pytrace=False)
+    pytest.skip(f"no Neo4j: {reason}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def cache_env(cache: Path) -> Iterator[None]:
+    """neo4j_server keeps its pid/state files in GPUSTACK_CACHE_DIR: point it at a private one."""
+    old = os.environ.get("GPUSTACK_CACHE_DIR")
+    os.environ["GPUSTACK_CACHE_DIR"] = str(cache)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("GPUSTACK_CACHE_DIR", None)
+        else:
+            os.environ["GPUSTACK_CACHE_DIR"] = old
+
+
+class LocalServer:
+    """A Neo4j started by the tests with private state, data and ports (the launcher build is shared)."""
+
+    def __init__(self, root: Path, with_http: bool = True, **start_args):
+        from gpustack_compiler.neo4j import server as srv
+
+        self.srv = srv
+        build = srv.ensure_built()  # in the user cache: built once, reused by every session
+        self.cache = root / "cache"
+        self.cache.mkdir(parents=True, exist_ok=True)
+        link = self.cache / "neo4j-launcher"
+        if not link.exists():
+            link.symlink_to(build.parent, target_is_directory=True)
+        self.bolt = free_port()
+        self.http = free_port() if with_http else None
+        with cache_env(self.cache):
+            self.status = srv.start(bolt_port=self.bolt, http_port=self.http, data_dir=root / "data",
+                                    **start_args)
+        self.uri = self.status["bolt_uri"]
+
+    def stop(self) -> None:
+        with cache_env(self.cache):
+            self.srv.stop(timeout=20)
+
+
+def catalog_under_test() -> Path:
+    """The real catalog (GPUSTACK_TEST_CATALOG points the Neo4j tests at another one)."""
+    return Path(os.environ.get("GPUSTACK_TEST_CATALOG") or REPO / "catalog")
+
+
+def compile_catalog(catalog: Path, build: Path) -> dict:
+    result = pipeline.run(catalog, build, write_manifest=True)
+    if result.manifest is None:
+        errors = [f.as_text() for f in sorted(result.findings.errors)][:5]
+        pytest.fail(f"{catalog} does not compile: " + " | ".join(errors), pytrace=False)
+    return result.manifest

@@ -6,17 +6,12 @@ import math
 
 import pytest
 
-from helpers import CATALOG, Engine
-
-
-@pytest.fixture(scope="module")
-def cat() -> Engine:
-    return Engine(CATALOG)
+from helpers import Engine
 
 
 @pytest.mark.parametrize("preset,datasheet", [("gpu_h100_sxm", 989.4e12), ("gpu_a100_sxm", 312e12)])
-def test_bf16_dense_peak_derived_from_sms_rate_and_clock(cat: Engine, preset: str, datasheet: float) -> None:
-    res = cat.resolve("gpu.peak_flops", [preset], variants=["gpu.peak_flops=derived"])
+def test_bf16_dense_peak_derived_from_sms_rate_and_clock(real_engine: Engine, preset: str, datasheet: float) -> None:
+    res = real_engine.resolve("gpu.peak_flops", [preset], variants=["gpu.peak_flops=derived"])
     assert res.missing == {}
     assert abs(res.value - datasheet) / datasheet < 0.01
     used = {s.relation for s in res.trace if s.relation}
@@ -25,20 +20,20 @@ def test_bf16_dense_peak_derived_from_sms_rate_and_clock(cat: Engine, preset: st
     assert {"gpu.sm_count", "gpu.clock.boost", "arith.sm.dense_flops_per_clk"} <= steps
 
 
-def test_training_peak_is_the_dense_tensor_core_rate_not_fp32(cat: Engine) -> None:
-    h100 = cat.value("gpu.peak_flops", ["gpu_h100_sxm"])
+def test_training_peak_is_the_dense_tensor_core_rate_not_fp32(real_engine: Engine) -> None:
+    h100 = real_engine.value("gpu.peak_flops", ["gpu_h100_sxm"])
     assert h100 == pytest.approx(989.4e12, rel=0.01)
     assert h100 > 10 * 66.9e12  # the FP32 rate (calibration/hardware.yaml) is an order of magnitude lower
 
 
-def test_hbm3_bandwidth_from_stacks_bus_and_data_rate(cat: Engine) -> None:
-    res = cat.resolve("mem.hbm.bandwidth", ["gpu_h100_sxm"], variants=["mem.hbm.bandwidth=derived"])
+def test_hbm3_bandwidth_from_stacks_bus_and_data_rate(real_engine: Engine) -> None:
+    res = real_engine.resolve("mem.hbm.bandwidth", ["gpu_h100_sxm"], variants=["mem.hbm.bandwidth=derived"])
     assert res.missing == {} and abs(res.value - 3.35e12) / 3.35e12 < 0.02
     assert "mem.hbm.bandwidth.derived" in {s.relation for s in res.trace}
 
 
-def test_euv_source_wavelength(cat: Engine) -> None:
-    nm = cat.value("physical.litho.euv.wavelength", assign=["physical.litho.euv.photon_energy=91.8 eV"],
+def test_euv_source_wavelength(real_engine: Engine) -> None:
+    nm = real_engine.value("physical.litho.euv.wavelength", assign=["physical.litho.euv.photon_energy=91.8 eV"],
                variants=["physical.litho.euv.wavelength=tin_plasma_line"])
     assert nm == pytest.approx(13.5, abs=0.01)
 
@@ -48,8 +43,8 @@ ARF = ["physical.litho.wavelength=arf_immersion", "physical.litho.numerical_aper
 
 
 @pytest.mark.parametrize("k1,status", [(0.25, "satisfied"), (0.30, "satisfied"), (0.2, "violated")])
-def test_arf_immersion_resolution_and_k1_limit(cat: Engine, k1: float, status: str) -> None:
-    res = cat.resolve("physical.litho.resolution", assign=[
+def test_arf_immersion_resolution_and_k1_limit(real_engine: Engine, k1: float, status: str) -> None:
+    res = real_engine.resolve("physical.litho.resolution", assign=[
         "physical.litho.arf.wavelength_rated=193 nm", "physical.litho.water_refractive_index=1.44",
         "physical.litho.arf.sin_half_angle=0.9375", f"physical.litho.k1={k1}"], variants=ARF)
     na = 1.44 * 0.9375  # NA = n sin(theta) with water as the immersion medium
@@ -59,8 +54,8 @@ def test_arf_immersion_resolution_and_k1_limit(cat: Engine, k1: float, status: s
 
 
 @pytest.mark.parametrize("swing_mv,status", [(59.0, "violated"), (60.0, "satisfied"), (85.0, "satisfied")])
-def test_subthreshold_swing_cannot_beat_the_thermionic_limit(cat: Engine, swing_mv: float, status: str) -> None:
-    res = cat.resolve("physical.mosfet.subthreshold_swing", assign=[
+def test_subthreshold_swing_cannot_beat_the_thermionic_limit(real_engine: Engine, swing_mv: float, status: str) -> None:
+    res = real_engine.resolve("physical.mosfet.subthreshold_swing", assign=[
         f"physical.mosfet.subthreshold_swing_measured={swing_mv} mV", "physical.device.temperature=300 K"],
         variants=["physical.mosfet.subthreshold_swing=measured"])
     check = next(c for c in res.checks if c.name == "physical.mosfet.subthreshold_swing.boltzmann_limit")
@@ -70,16 +65,16 @@ def test_subthreshold_swing_cannot_beat_the_thermionic_limit(cat: Engine, swing_
     assert (swing_mv >= floor_mv) == (status == "satisfied")
 
 
-def test_dies_per_wafer_standard_formula(cat: Engine) -> None:
-    n = cat.value("physical.manufacturing.dies_per_wafer", assign=[
+def test_dies_per_wafer_standard_formula(real_engine: Engine) -> None:
+    n = real_engine.value("physical.manufacturing.dies_per_wafer", assign=[
         "physical.manufacturing.wafer_diameter=300 mm", "gpu.die_area=814 mm**2",
         "physical.manufacturing.edge_exclusion=0 mm", "physical.manufacturing.scribe_width=0 um"])
     d, area = 300.0, 814.0
     assert n == math.floor(math.pi * (d / 2) ** 2 / area - math.pi * d / math.sqrt(2 * area)) == 63
 
 
-def test_every_system_feeds_a_headline_and_all_relations_are_checked(cat: Engine) -> None:
-    stats = cat.manifest["stats"]
+def test_every_system_feeds_a_headline_and_all_relations_are_checked(real_engine: Engine) -> None:
+    stats = real_engine.manifest["stats"]
     assert stats["coverage"]["dimension_checks"] == 1.0 and stats["cycles"] == 0
     for system in ("physical", "memory_cell", "memory_subsystem", "precision", "arithmetic", "gpu", "thermal"):
         assert stats["by_system"][system]["feeds_headline"], system

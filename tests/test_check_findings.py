@@ -232,3 +232,15 @@ def test_the_bindings_are_clean_and_complete(tmp_path: Path) -> None:
     path, text = binding("figures", FIGURES.format(figure="training.t_step"))
     (root / path).write_text(text)
     assert check(root).items == []
+
+
+@pytest.mark.parametrize("folder,message", [
+    ("mystery", "folder `mystery` is not a system declared in catalog/systems.yaml"),
+    ("economic", "folder `economic` is not a system declared in catalog/systems.yaml; did you mean economics?"),
+])
+def test_suggestion_only_when_something_is_close(tmp_path: Path, folder: str, message: str) -> None:
+    root = mini_catalog(tmp_path)
+    (root / folder).mkdir()
+    (root / folder / "thing.yaml").write_text(SYSTEM_MODELINE + "variables: []\n")
+    hit = next(f for f in check(root).items if f.id == "catalog.unknown-file")
+    assert hit.message == message

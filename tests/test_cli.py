@@ -1,10 +1,12 @@
-"""The command line as a user meets it: JSON on stdout, one-line errors, exit codes."""
+"""The command line as a user meets it: JSON on stdout, one-line errors, exit codes.
+
+Commands run in this process (`gp`, the `gpustack_cli` fixture) unless the behaviour needs a process
+of its own: exit codes and stderr as a shell sees them, and bytes identical across processes (whose
+string hashes differ)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,21 +16,16 @@ from hypothesis import strategies as st
 import gpustack_sim.engine.run  # noqa: F401  (the engine registers the run-file schema, as the CLI does)
 from gpustack_compiler import schema as schema_mod
 from gpustack_compiler.expressions import ExprError, parse
-from helpers import CATALOG, REPO, mini_catalog
-
-
-def run(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from gpustack_sim.cli.main import main; main()", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+from helpers import CATALOG, REPO, CliResult, mini_catalog, run_cli, run_cli_here
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("build")
+def build(real_build: Path) -> Path:
+    return real_build
 
 
-def gp(build: Path, *args: str) -> subprocess.CompletedProcess:
-    return run("--catalog", str(CATALOG), "--build-dir", str(build), *args)
+def gp(build: Path, *args: str) -> CliResult:
+    return run_cli_here("--catalog", str(CATALOG), "--build-dir", str(build), *args)
 
 
 def test_real_catalog_checks_clean(build: Path) -> None:
@@ -44,8 +41,8 @@ def test_compile_writes_deterministic_manifest(build: Path, tmp_path: Path) -> N
     info = json.loads(first.stdout)
     text = Path(info["manifest"]).read_text()
     other = tmp_path / "b2"
-    second = run("--catalog", str(CATALOG), "--build-dir", str(other), "compile", "--json")
-    assert (other / "manifest.json").read_text() == text  # cold build, byte-identical
+    second = run_cli("--catalog", str(CATALOG), "--build-dir", str(other), "compile", "--json")
+    assert (other / "manifest.json").read_text() == text  # cold build in another process, byte-identical
     manifest = json.loads(text)
     assert manifest["schema_version"] == "1.2"
     assert manifest["catalog_hash"] == info["catalog_hash"] == json.loads(second.stdout)["catalog_hash"]
@@ -102,18 +99,19 @@ def test_root_debt_family_union(build: Path) -> None:
 def test_check_formats_and_exit_codes(tmp_path: Path) -> None:
     root = mini_catalog(tmp_path)
     (root / "training" / "bad.yaml").write_text("variables:\n  - name: training.x\n    units: furlong\n")
-    res = run("--catalog", str(root), "--build-dir", str(tmp_path / "b"), "check", "--format", "github")
+    # findings (1) and usage (2) as a shell sees them, from processes; the rest in this one
+    res = run_cli("--catalog", str(root), "--build-dir", str(tmp_path / "b"), "check", "--format", "github")
     assert res.returncode == 1
     assert "::error file=catalog/training/bad.yaml,line=1,title=yaml.modeline::" in res.stdout
     assert "::error file=catalog/training/bad.yaml,line=2,title=schema.missing-field::" in res.stdout
-    js = run("--catalog", str(root), "--build-dir", str(tmp_path / "b"), "check", "--json")
+    js = run_cli_here("--catalog", str(root), "--build-dir", str(tmp_path / "b"), "check", "--json")
     data = json.loads(js.stdout)
     assert js.returncode == 1 and data["errors"] >= 1
     assert {"id", "level", "message", "file", "line", "column", "context"} == set(data["findings"][0])
-    comp = run("--catalog", str(root), "--build-dir", str(tmp_path / "b"), "compile")
+    comp = run_cli_here("--catalog", str(root), "--build-dir", str(tmp_path / "b"), "compile")
     assert comp.returncode == 1 and "Traceback" not in comp.stderr
     assert not (tmp_path / "b" / "manifest.json").exists()
-    usage = run("--catalog", str(root), "check", "--format", "xml")
+    usage = run_cli("--catalog", str(root), "check", "--format", "xml")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
 
 
@@ -123,8 +121,8 @@ def test_check_formats_and_exit_codes(tmp_path: Path) -> None:
     (("resolve", "training.t_step", "--run", "x"), "No such option: --run"),
     (("estimate",), "no run given"),
 ])
-def test_usage_errors_are_one_line(args: tuple[str, ...], says: str) -> None:
-    res = run(*args)
+def test_usage_errors_are_one_line(gpustack_cli, args: tuple[str, ...], says: str) -> None:
+    res = gpustack_cli(*args)
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and says in res.stderr and "Traceback" not in res.stderr
 
@@ -151,3 +149,26 @@ def test_parser_on_expression_like_text(text: str) -> None:
         assert isinstance(parsed.names, tuple)
     except ExprError as exc:
         assert exc.id.startswith("expr.")
+
+
+MISSING = "/nonexistent/gpustack-test"
+RUN_FILE = str(REPO / "runs" / "llama70b_1024xh100.yaml")
+
+
+@pytest.mark.parametrize("args, path", [
+    (("estimate", f"{MISSING}/run.yaml"), f"{MISSING}/run.yaml"),
+    (("estimate", str(REPO / "runs")), str(REPO / "runs")),
+    (("sweep", f"{MISSING}/run.yaml", "--grid", "tp=1,2"), f"{MISSING}/run.yaml"),
+    (("calibrate", "--data", MISSING), MISSING),
+    (("validate", f"{MISSING}/runs.csv"), f"{MISSING}/runs.csv"),
+    (("--catalog", MISSING, "check"), MISSING),
+    (("--catalog", MISSING, "show", "econ.cost.per_token"), MISSING),
+    (("--catalog", MISSING, "estimate", RUN_FILE), MISSING),
+    (("--catalog", MISSING, "schema", "--check"), MISSING),
+    (("--catalog", str(CATALOG), "--build-dir", str(REPO / "README.md"), "compile"), str(REPO / "README.md")),
+], ids=lambda a: " ".join(a).replace(str(REPO), "REPO") if isinstance(a, tuple) else "")
+def test_a_missing_path_is_one_line_and_exit_2(gpustack_cli, args: tuple[str, ...], path: str) -> None:
+    res = gpustack_cli(*args)
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and path in lines[0], res.stderr

@@ -6,43 +6,24 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from gpustack_compiler.errors import InputError
-from gpustack_compiler.units import UnitSystem
 from gpustack_sim.datacenter import FailureClass, JobParameters, simulate
 from gpustack_sim.datacenter.events import to_ns
-from gpustack_sim.datacenter.parameters import CATALOG_PARAMETERS, PARAMS_VARIABLE, BYTES_PER_PARAM_VARIABLE
+from gpustack_sim.datacenter.parameters import CATALOG_PARAMETERS
 from gpustack_sim.datacenter.policies import FixedInterval, Observation, SetCheckpointInterval, daly_interval
 from gpustack_sim.datacenter.simulation import Replay
-from gpustack_sim.datacenter.sites import load_sites, place, single_site
+from gpustack_sim.datacenter.sites import load_sites, place
 
-REPO = Path(__file__).resolve().parent.parent
-HOUR = 3600.0
-
-# A small synthetic job (test values, not catalog data): 60 s steps, synchronous checkpoints.
-VALUES = {"training.t_step": 60.0, "training.t_exposed_comm": 6.0, "arch.tokens_per_step": 1000.0,
-          "training.tokens_per_sec": 1000.0 / 60.0, "training.total_tokens": 3.0e6, "cluster.ckpt.size": 8e12,
-          "cluster.ckpt.t_blocking": 120.0, "cluster.ckpt.t_write": 120.0, "cluster.ckpt.t_load": 100.0,
-          "cluster.ckpt.interval": 1200.0, "cluster.rel.t_detect": 200.0, "cluster.rel.t_reinit": 300.0,
-          "cluster.sched.t_requeue": 0.0, "cluster.job.n_nodes": 16.0, "cluster.node.n_gpus": 8.0,
-          "par.n_gpus": 128.0, "cluster.rel.job_mtbf": 6 * HOUR, "cluster.node.it_power_measured": 8000.0,
-          PARAMS_VARIABLE: 1e9, BYTES_PER_PARAM_VARIABLE: 16.0}
-
-
-def job(rate_per_hour: float = 1 / 6, **changes) -> JobParameters:
-    classes = (FailureClass("software", "cluster.rel.job_software_failure_rate", rate_per_hour / HOUR, "job", 1.0),)
-    return dataclasses.replace(JobParameters.from_values(VALUES, classes), **changes)
+from datacenter_cases import HOUR, REPO, VALUES, job, replay
 
 
 @pytest.fixture(scope="module")
-def engine():
-    from gpustack_sim import Engine
-
-    return Engine.open(REPO / "catalog", build_dir=None)
+def engine(real_engine):
+    return real_engine
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +32,6 @@ def readme_parameters(engine) -> JobParameters:
     run = engine.load_run(REPO / "runs" / "llama70b_1024xh100.yaml").with_extras(
         assign={"training.cluster_availability": 1})
     return engine.job_parameters(run)[0]
-
-
-def replay(params, policy=None, seed=0, horizon_ns=None, placement=None):
-    policy = policy or FixedInterval(params.checkpoint_interval_s)
-    placement = placement or single_site(params.nodes)
-    return Replay(params, placement, policy, np.random.SeedSequence(seed), horizon_ns, True).run()
 
 
 def test_from_values_names_every_missing_variable():
@@ -204,19 +179,8 @@ def test_daly_interval_matches_the_catalog_example():
     assert daly_interval(300.0, 24 * HOUR) / 60 == pytest.approx(117, abs=0.5)
 
 
-def _units() -> UnitSystem:
-    import yaml
-
-    table = yaml.safe_load((REPO / "catalog" / "units.yaml").read_text())
-    units = UnitSystem([(d["name"], d["unit"]) for d in table["base_dimensions"]])
-    for u in table["units"]:
-        if "definition" in u:
-            units.define(u["symbol"], u["definition"])
-    return units
-
-
-def test_example_sites_place_the_job_under_the_power_caps():
-    sites = load_sites(REPO / "sites" / "example_two_sites.yaml", _units())
+def test_example_sites_place_the_job_under_the_power_caps(catalog_units):
+    sites = load_sites(REPO / "sites" / "example_two_sites.yaml", catalog_units)
     assert [s.effective_accelerators for s in sites.sites] == [512, 512]
     params = job(0.0, nodes=128, gpus=1024)
     placement = place(sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
@@ -234,13 +198,13 @@ def test_example_sites_place_the_job_under_the_power_caps():
     (("latency: 30 ms", "latency: 30 W"), r"example.yaml:\d+: links\[0\].latency: '30 W' is not a s quantity"),
     (("    spare_nodes: 4\n  - name: west", "    spare: 4\n  - name: west"), r"example.yaml:\d+: sites\[0\].spare: Extra"),
 ])
-def test_bad_sites_name_file_line_and_field(tmp_path, edit, message):
+def test_bad_sites_name_file_line_and_field(tmp_path, edit, message, catalog_units):
     text = (REPO / "sites" / "example_two_sites.yaml").read_text()
     assert edit[0] in text
     path = tmp_path / "example.yaml"
     path.write_text(text.replace(edit[0], edit[1], 1))
     with pytest.raises(InputError, match=message) as info:
-        load_sites(path, _units())
+        load_sites(path, catalog_units)
     assert "\n" not in info.value.message
 
 
@@ -256,13 +220,13 @@ def test_calendar_fixed_first_then_earliest_fit():
     assert cal.place_flexible(0, 100, 2.0, "light drain") == 0
 
 
-def test_link_windows_book_the_down_time(tmp_path):
+def test_link_windows_book_the_down_time(tmp_path, catalog_units):
     from gpustack_sim.datacenter.resources import site_calendars
 
     path = tmp_path / "windows.yaml"
     path.write_text((REPO / "sites" / "example_two_sites.yaml").read_text()
                     + "    availability: [{start: 1 hour, end: 2 hour}]\n")
-    cals = site_calendars(load_sites(path, _units()))
+    cals = site_calendars(load_sites(path, catalog_units))
     link = cals["link east-west"]
     assert link.load_at(0) == link.capacity and link.load_at(to_ns(1.5 * HOUR)) == 0
     assert link.place_flexible(0, to_ns(60), 1.0, "sync") == to_ns(HOUR)

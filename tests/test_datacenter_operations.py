@@ -18,7 +18,7 @@ from gpustack_sim.datacenter.policies import (FixedInterval, Migrate, SetCheckpo
                                               SetPowerCap)
 from gpustack_sim.datacenter.sites import Placement, load_sites, place
 
-from test_datacenter import REPO, _units, job, replay
+from datacenter_cases import REPO, job, replay
 
 EXAMPLE = (REPO / "sites" / "example_two_sites.yaml").read_text()
 NODE_W = 8000.0  # the synthetic job's node power (test_datacenter.VALUES)
@@ -47,8 +47,8 @@ class Once:
         return out
 
 
-def test_power_series_integrates_to_the_energy_per_site_and_is_undefined_without_a_power():
-    sites = load_sites(REPO / "sites" / "example_two_sites.yaml", _units())
+def test_power_series_integrates_to_the_energy_per_site_and_is_undefined_without_a_power(catalog_units):
+    sites = load_sites(REPO / "sites" / "example_two_sites.yaml", catalog_units)
     params = job(1.0, nodes=128, gpus=1024)
     result = simulate(params, sites=sites, seed=2, replications=1, policy="fixed", interval_s=1200.0)
     assert result.replications == 1 and result.figures["interruptions"].mean > 3
@@ -96,12 +96,12 @@ sites:
 """
 
 
-def test_a_grid_curtailment_halves_the_site_and_lengthens_the_run_by_the_lost_work(tmp_path):
+def test_a_grid_curtailment_halves_the_site_and_lengthens_the_run_by_the_lost_work(tmp_path, catalog_units):
     """The window [3600 s, 4800 s) leaves 164 kW: 64 accelerators, 8 nodes of 16. At 3600 s the job is at
     step 56 (two 1320 s cycles of 20 steps and a checkpoint, then 16 steps); the window holds the checkpoint
     at step 60 (120 s) and 1080 s of steps at half speed, so the job falls 540 s behind."""
     signal = "    signals: [{kind: grid, start: 1 hour, duration: 1200 s, limit: 164 kW}]\n"
-    sites = load_sites(sites_file(tmp_path, ONE_SITE + signal), _units())
+    sites = load_sites(sites_file(tmp_path, ONE_SITE + signal), catalog_units)
     params = job(0.0)
     result = simulate(params, sites=sites, policy="fixed", interval_s=1200.0)
     assert to_ns(result.figures["wallclock_s"].mean) - replay(params).wallclock_ns == to_ns(540.0)
@@ -121,25 +121,25 @@ def test_a_grid_curtailment_halves_the_site_and_lengthens_the_run_by_the_lost_wo
     assert series.energy_j() == pytest.approx(result.figures["energy_j"].mean, rel=1e-12)
 
 
-def test_overlapping_signals_of_one_kind_are_a_conflict(tmp_path):
+def test_overlapping_signals_of_one_kind_are_a_conflict(tmp_path, catalog_units):
     signals = ("    signals:\n      - {kind: cooling, start: 1 hour, duration: 2 hour, limit: 200 kW}\n"
                "      - {kind: cooling, start: 2 hour, duration: 1 hour, limit: 180 kW}\n"
                "      - {kind: grid, start: 2 hour, duration: 1 hour, limit: 180 kW}\n")
     with pytest.raises(InputError, match=r"sites.yaml:\d+: sites\[0\]\.signals: .*signals.1 conflicts with signals.0"):
-        load_sites(sites_file(tmp_path, ONE_SITE + signals), _units())
+        load_sites(sites_file(tmp_path, ONE_SITE + signals), catalog_units)
     with pytest.raises(InputError, match=r"sites.yaml:\d+: sites\[0\]\.signals\[0\]\.duration: must be positive"):
         load_sites(sites_file(tmp_path, ONE_SITE + "    signals: [{kind: grid, start: 1 hour, duration: 0 s, "
-                              "limit: 1 kW}]\n"), _units())
+                              "limit: 1 kW}]\n"), catalog_units)
 
 
-def test_a_synchronisation_in_a_link_down_window_waits_for_the_link(tmp_path):
+def test_a_synchronisation_in_a_link_down_window_waits_for_the_link(tmp_path, catalog_units):
     """Step 100's compute ends at 6000 s of steps + 4 checkpoints of 120 s = 6480 s, where the first
     cross-site synchronisation starts; the link is down over [6400 s, 7000 s), so it waits 520 s."""
     params = job(0.0, nodes=128, gpus=1024)
     windows = "    availability: [{start: 0 s, end: 6400 s}, {start: 7000 s, end: 1000 hour}]\n"
-    sites = load_sites(sites_file(tmp_path, EXAMPLE + windows), _units())
+    sites = load_sites(sites_file(tmp_path, EXAMPLE + windows), catalog_units)
     placement = place(sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
-    up = dataclasses.replace(placement, sites=load_sites(REPO / "sites" / "example_two_sites.yaml", _units()))
+    up = dataclasses.replace(placement, sites=load_sites(REPO / "sites" / "example_two_sites.yaml", catalog_units))
     waited, plain = replay(params, placement=placement), replay(params, placement=up)
     assert waited.wallclock_ns - plain.wallclock_ns == to_ns(520.0)
     assert waited.interruptions == {} and waited.useful_steps == params.total_steps
@@ -148,9 +148,9 @@ def test_a_synchronisation_in_a_link_down_window_waits_for_the_link(tmp_path):
         (to_ns(6480.0), to_ns(520.0) + placement.sync_ns, 100, "waited for link east-west")]
 
 
-def test_a_policy_power_cap_shrinks_the_site_and_membership_follows():
+def test_a_policy_power_cap_shrinks_the_site_and_membership_follows(catalog_units):
     """East capped at 356 kW feeds 256 accelerators (32 nodes): the job trains on 96 of its 128 nodes."""
-    sites = load_sites(REPO / "sites" / "example_two_sites.yaml", _units())
+    sites = load_sites(REPO / "sites" / "example_two_sites.yaml", catalog_units)
     params = job(0.0, nodes=128, gpus=1024)
     placement = place(sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
     policy = Once([SetPowerCap("east", 356e3)])
@@ -165,11 +165,11 @@ def test_a_policy_power_cap_shrinks_the_site_and_membership_follows():
         replay(params, policy=Once([SetPowerCap("east", 750e3)]), placement=placement)
 
 
-def test_a_migration_moves_nodes_over_the_wan_and_they_idle_until_the_state_arrives():
+def test_a_migration_moves_nodes_over_the_wan_and_they_idle_until_the_state_arrives(catalog_units):
     """64 nodes start at east; 32 move to west at the start. The state (8e12 bit over 800 Gbit/s + 30 ms)
     takes 10.03 s, during which east trains alone on 32 nodes (its step under way is then redone) and
     the 32 at west idle; from then on the job is the 32 + 32 split, synchronising over the link."""
-    sites = load_sites(REPO / "sites" / "example_two_sites.yaml", _units())
+    sites = load_sites(REPO / "sites" / "example_two_sites.yaml", catalog_units)
     params = job(0.0, nodes=64, gpus=512)
     placement = place(sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
     assert placement.placed == (("east", 64),)
@@ -215,9 +215,9 @@ def test_node_repair_is_named_as_excluded():
     assert any(e.startswith("node repair: the catalog has no repair time") for e in result.excluded)
 
 
-def test_a_policy_sees_sites_caps_and_layout_but_no_signal_ahead(tmp_path):
+def test_a_policy_sees_sites_caps_and_layout_but_no_signal_ahead(tmp_path, catalog_units):
     signal = "    signals: [{kind: cooling, start: 10 hour, duration: 1 hour, limit: 164 kW}]\n"
-    sites = load_sites(sites_file(tmp_path, ONE_SITE + signal), _units())
+    sites = load_sites(sites_file(tmp_path, ONE_SITE + signal), catalog_units)
     policy = Once([SetCheckpointInterval(1200.0)], when=lambda obs: False)
     simulate(job(1.0), sites=sites, policy=policy, seed=4)
     first = policy.seen[0]

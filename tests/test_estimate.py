@@ -1,4 +1,7 @@
-"""Predicting a training run: run files, estimates with intervals, calibration, validation, sweeps."""
+"""Predicting a training run: run files, estimates with intervals, calibration, validation, sweeps.
+
+Commands run in this process (`gp`); a second estimate and a second calibration run in a process of
+their own, since their output must not depend on the process (string hashes differ between them)."""
 
 from __future__ import annotations
 
@@ -12,20 +15,22 @@ from gpustack_compiler.errors import CatalogError, InputError
 from gpustack_compiler.models import Quantity
 from gpustack_compiler.source import ManifestSource
 from gpustack_sim import Engine
-from helpers import CATALOG, REPO
-from test_cli import run
+from helpers import CATALOG, REPO, calibration_data, run_cli, run_cli_here
 
-CALIBRATION = REPO.parent / "shared" / "data" / "calibration"
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 
 
 def gp(build: Path, *args: str):
-    return run("--catalog", str(CATALOG), "--build-dir", str(build), *args)
+    return run_cli_here("--catalog", str(CATALOG), "--build-dir", str(build), *args)
+
+
+def gp_process(build: Path, *args: str):
+    return run_cli("--catalog", str(CATALOG), "--build-dir", str(build), *args)
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("build")
+def build(real_build: Path) -> Path:
+    return real_build
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +104,7 @@ def test_boundaries_are_reported(estimate: dict) -> None:
 
 
 def test_estimate_is_deterministic(build: Path, estimate: dict) -> None:
-    again = json.loads(gp(build, "estimate", str(RUN), "--json", "--samples", "2000").stdout)
+    again = json.loads(gp_process(build, "estimate", str(RUN), "--json", "--samples", "2000").stdout)
     assert again == estimate
 
 
@@ -127,6 +132,11 @@ def test_bad_run_files(tmp_path: Path, build: Path, text: str, message: str) -> 
 
 
 @pytest.fixture(scope="module")
+def cal_data() -> Path:
+    return calibration_data()
+
+
+@pytest.fixture(scope="module")
 def calibration(tmp_path_factory, build: Path) -> tuple[dict, Path]:
     """The calibration fitted to the calibration observations in data/observations (the default)."""
     out = tmp_path_factory.mktemp("cal") / "calibration.yaml"
@@ -146,12 +156,11 @@ def test_calibration_reproduces_the_committed_preset(calibration) -> None:
     assert data["mape"] < 0.15 and abs(data["bias"]) < 0.1
 
 
-def test_calibration_data_folder_fits_the_same_parameters(build: Path, calibration, tmp_path: Path) -> None:
+def test_calibration_data_folder_fits_the_same_parameters(build: Path, calibration, cal_data: Path,
+                                                          tmp_path: Path) -> None:
     # The observations are the calibration data folder's rows moved into the repository: the same fit.
-    if not (CALIBRATION / "training_iterations.csv").is_file():
-        pytest.skip(f"calibration data not found at {CALIBRATION} (it sits beside the repo as shared/)")
     data, out = calibration
-    res = gp(build, "calibrate", "--data", str(CALIBRATION), "--out", str(tmp_path / "c.yaml"), "--json")
+    res = gp(build, "calibrate", "--data", str(cal_data), "--out", str(tmp_path / "c.yaml"), "--json")
     assert res.returncode == 0, res.stderr
     assert assignments((tmp_path / "c.yaml").read_text()) == assignments(out.read_text())
     assert json.loads(res.stdout)["parameters"] == data["parameters"]
@@ -159,21 +168,19 @@ def test_calibration_data_folder_fits_the_same_parameters(build: Path, calibrati
 
 def test_calibration_is_deterministic(build: Path, calibration, tmp_path: Path) -> None:
     data, out = calibration
-    again = gp(build, "calibrate", "--out", str(tmp_path / "c.yaml"), "--json")
+    again = gp_process(build, "calibrate", "--out", str(tmp_path / "c.yaml"), "--json")
     assert (tmp_path / "c.yaml").read_text() == out.read_text()
     assert json.loads(again.stdout)["data_sha256"] == data["data_sha256"]
 
 
-def test_validate_scores_csv_rows_and_names_bad_ones(build: Path, calibration, tmp_path: Path) -> None:
-    if not (CALIBRATION / "training_iterations.csv").is_file():
-        pytest.skip(f"calibration data not found at {CALIBRATION} (it sits beside the repo as shared/)")
+def test_validate_scores_csv_rows_and_names_bad_ones(build: Path, calibration, cal_data: Path, tmp_path: Path) -> None:
     data, _ = calibration
-    res = gp(build, "validate", str(CALIBRATION / "training_iterations.csv"), "--json", "--samples", "500")
+    res = gp(build, "validate", str(cal_data / "training_iterations.csv"), "--json", "--samples", "500")
     assert res.returncode == 0, res.stderr
     panel = json.loads(res.stdout)["panels"]["training_iterations"]
     assert panel["mape"] == pytest.approx(data["mape"], rel=1e-6)  # in-sample: the same predictions
     assert panel["spearman"] > 0.9 and 0 <= panel["coverage"]["90%"]["fraction"] <= 1
-    lines = (CALIBRATION / "training_iterations.csv").read_text().splitlines()
+    lines = (cal_data / "training_iterations.csv").read_text().splitlines()
     header = next(line for line in lines if line.startswith("model,"))
     row = next(line for line in lines if line.startswith("gpt3-175B"))
     bad = tmp_path / "bad.csv"

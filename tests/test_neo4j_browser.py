@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import loaded_db
 
 from gpustack_compiler.neo4j import server
 from gpustack_compiler.neo4j.browser.guide import COOKBOOK, GUIDE, STYLE, cookbook_queries, guide_html, guide_queries
@@ -64,10 +63,9 @@ def test_browser_address_connects_without_login_when_auth_is_off():
 
 
 @pytest.fixture(scope="module")
-def guide_db(neo4j_session, real_manifest):
-    db = loaded_db(neo4j_session, real_manifest)
-    drv = db.new_driver()
-    yield drv, db.settings.database
+def guide_db(real_graph):
+    drv = real_graph.new_driver()
+    yield drv, real_graph.settings.database
     drv.close()
 
 

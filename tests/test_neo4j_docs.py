@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import loaded_db
 
-from conftest import REPO
+from helpers import REPO
 
 DOC = REPO / "docs" / "cypher.md"
 BLOCKS = re.findall(r"```cypher\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
@@ -28,10 +27,9 @@ def operators(plan) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def doc_db(neo4j_session, real_manifest):
-    db = loaded_db(neo4j_session, real_manifest)
-    drv = db.new_driver(notifications_min_severity="WARNING")
-    yield drv, db.settings.database
+def doc_db(real_graph):
+    drv = real_graph.new_driver(notifications_min_severity="WARNING")
+    yield drv, real_graph.settings.database
     drv.close()
 
 

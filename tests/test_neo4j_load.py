@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, compile_catalog, run_cli
 from gpustack_compiler.neo4j.load import plan
 from gpustack_compiler.source import GRAPH_PARTS
-from helpers import mini_catalog
+from helpers import REPO, compile_catalog, mini_catalog, run_cli
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from synthetic_catalog import generate  # noqa: E402

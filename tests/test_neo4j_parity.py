@@ -11,7 +11,6 @@ import json
 import random
 
 import pytest
-from conftest import loaded_db
 
 from gpustack_compiler.neo4j.conn import query
 from gpustack_compiler.neo4j.source import Neo4jSource
@@ -19,9 +18,8 @@ from gpustack_compiler.source import GRAPH_PARTS, ManifestSource
 
 
 @pytest.fixture(scope="module")
-def sources(neo4j_session, real_manifest):
-    db = loaded_db(neo4j_session, real_manifest)
-    with Neo4jSource(db.settings) as neo:
+def sources(real_graph, real_manifest):
+    with Neo4jSource(real_graph.settings) as neo:
         yield neo, ManifestSource(real_manifest), real_manifest
 
 
@@ -40,9 +38,9 @@ def for_every(db, query_name: str, names: list[str], columns: str, **params) -> 
     return {r["start_name"]: r for r in db.run(text, names=names, **params)}
 
 
-def test_cones_of_every_variable_and_constant(sources, neo4j_session) -> None:
+def test_cones_of_every_variable_and_constant(sources, real_graph) -> None:
     neo, mem, manifest = sources
-    db = neo4j_session[0]
+    db = real_graph
     every = [*manifest["variables"], *manifest["constants"]]
     for upstream in (True, False):
         got = for_every(db, "cone_upstream" if upstream else "cone_downstream", every, "names, depths", depth=None)
@@ -57,10 +55,10 @@ def test_cones_of_every_variable_and_constant(sources, neo4j_session) -> None:
     assert len(neo.cone("econ.cost.per_token")) > 20
 
 
-def test_subgraphs_of_every_variable(sources, neo4j_session) -> None:
+def test_subgraphs_of_every_variable(sources, real_graph) -> None:
     neo, mem, manifest = sources
     every = [*manifest["variables"], *manifest["constants"]]
-    got = for_every(neo4j_session[0], "subgraph", every, "variables, constants, relations")
+    got = for_every(real_graph, "subgraph", every, "variables, constants, relations")
 
     def as_subgraph(target: str, row: dict) -> dict:
         return {"target": target, **{k: {x["name"]: x for x in map(json.loads, row[k])}
@@ -73,9 +71,9 @@ def test_subgraphs_of_every_variable(sources, neo4j_session) -> None:
     assert not bad, bad[:10]
 
 
-def test_records_and_names(sources, neo4j_session) -> None:
+def test_records_and_names(sources, real_graph) -> None:
     neo, mem, manifest = sources
-    neo_db = neo4j_session[0]
+    neo_db = real_graph
     # every record as stored, in bulk...
     for label, key in (("Variable", "variables"), ("Constant", "constants"), ("Relation", "relations")):
         rows = neo_db.run(f"MATCH (n:{label}) RETURN n.name AS name, n.record AS record")

@@ -59,16 +59,11 @@ def rows(plan) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def diamond_db(neo4j_session):
-    db, why = neo4j_session
-    if db is None:
-        from conftest import unavailable
-
-        unavailable(why)
-    db.guard()
+def diamond_db(session_db):
+    session_db.guard()
     manifest = diamonds()
-    db.load(manifest)
-    return db, manifest
+    session_db.load(manifest)
+    return session_db, manifest
 
 
 @pytest.mark.parametrize("name", CONE_QUERIES)

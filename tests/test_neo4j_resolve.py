@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from conftest import loaded_db
 
 from gpustack_compiler.neo4j.source import Neo4jSource
 from gpustack_compiler.source import ManifestSource
 from gpustack_compiler.units import UnitSystem
 from gpustack_sim.engine.resolver import Resolver
 from gpustack_sim.engine.scenario import ScenarioBuilder
+from helpers import FIXTURE
 
-FIXTURE = "dense_training_cost_fixture"
 TARGETS = ["training.tokens_per_sec", "econ.job.dc_power", "econ.run.power_cost", "econ.cost.per_token",
            "thermal.dc.pue"]
 
 
 @pytest.fixture(scope="module")
-def resolvers(neo4j_session, real_manifest):
-    db = loaded_db(neo4j_session, real_manifest)
+def resolvers(real_graph, real_manifest):
     units = UnitSystem.from_manifest(real_manifest["units"])
-    with Neo4jSource(db.settings) as neo:
+    with Neo4jSource(real_graph.settings) as neo:
         mem = ManifestSource(real_manifest)
         yield Resolver(neo, units), Resolver(mem, units), ScenarioBuilder(mem, mem.tables(), units)
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import free_port, neo4j_required, run_cli
+from helpers import free_port, neo4j_required, run_cli
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def test_start_status_stop(private_cache, tmp_path) -> None:
     env = private_cache
     bolt = free_port()
     res = run_cli("neo4j", "status", "--json", env=env)
-    assert res.returncode == 0 and json.loads(res.stdout)["running"] is False
+    assert res.returncode == 3 and json.loads(res.stdout)["running"] is False  # as `pg_ctl status`
     res = run_cli("neo4j", "start", "--bolt-port", str(bolt), "--http-port", "0", "--data-dir",
                   str(tmp_path / "data"), "--json", env=env, timeout=180)
     try:
@@ -54,4 +54,12 @@ def test_start_status_stop(private_cache, tmp_path) -> None:
     assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
     res = run_cli("neo4j", "stop", env=env)
     assert res.returncode == 0 and "not running" in res.stdout
+    res = run_cli("neo4j", "status", env=env)
+    assert res.returncode == 3 and res.stdout.startswith("Neo4j is not running") and res.stderr == ""
     assert os.environ.get("GPUSTACK_CACHE_DIR") != env["GPUSTACK_CACHE_DIR"]
+
+
+def test_status_without_a_server_is_exit_3(gpustack_cli, tmp_path) -> None:
+    # No launcher needed: the state files in an empty cache say nothing runs.
+    res = gpustack_cli("neo4j", "status", "--json", env={"GPUSTACK_CACHE_DIR": str(tmp_path)})
+    assert res.returncode == 3 and json.loads(res.stdout)["running"] is False and res.stderr == ""

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from conftest import REPO, loaded_db, run_cli
+from helpers import REPO, run_cli
 
 RUN = str(REPO / "runs" / "llama70b_1024xh100.yaml")
 COMMANDS = {
@@ -26,9 +26,8 @@ TIMINGS = {"seconds"}  # wall time of the command itself, not an answer
 
 
 @pytest.fixture(scope="module")
-def empty_dir(neo4j_session, real_manifest, tmp_path_factory):
+def empty_dir(real_graph, tmp_path_factory):
     """An empty directory, and the environment of a process there that can reach Neo4j and nothing else."""
-    loaded_db(neo4j_session, real_manifest)
     here = tmp_path_factory.mktemp("standalone")
     env = {"GPUSTACK_CATALOG": str(here / "no-catalog"), "GPUSTACK_BUILD_DIR": str(here / "no-build"),
            # the code under test, whatever a shared install points at (the empty directory adds nothing)

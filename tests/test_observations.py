@@ -15,8 +15,8 @@ from gpustack_sim import Engine
 from gpustack_sim.analyses import scoring
 from gpustack_sim.engine.observation import (LOCK_NAME, load_observations, lock_problems, read_lock,
                                              update_lock)
-from helpers import CATALOG, REPO
-from test_cli import run
+from helpers import CATALOG, REPO, run_cli_here
+
 
 OBSERVATIONS = REPO / "data" / "observations"
 NARAYANAN = OBSERVATIONS / "narayanan2021_table1.yaml"
@@ -24,7 +24,7 @@ KORTHIKANTI = OBSERVATIONS / "korthikanti2022_table5.yaml"
 
 
 def gp(build: Path, *args: str):
-    return run("--catalog", str(CATALOG), "--build-dir", str(build), *args)
+    return run_cli_here("--catalog", str(CATALOG), "--build-dir", str(build), *args)
 
 
 @pytest.fixture(scope="module")

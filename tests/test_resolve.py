@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_sim.engine.resolver import ResolveError, Resolver
-from helpers import CATALOG, SYSTEM_MODELINE, Engine, mini_catalog
-from test_cli import run
+from gpustack_sim.engine.resolver import ResolveError
+from helpers import CATALOG, FIXTURE, SYSTEM_MODELINE, Engine, mini_catalog
 
-FIXTURE = "dense_training_cost_fixture"
 EXPECTED = {
     "training.tokens_per_sec": 6666666.67,
     "econ.job.dc_power": 5200.0,
@@ -21,22 +19,17 @@ EXPECTED = {
 }
 
 
-@pytest.fixture(scope="module")
-def real() -> Engine:
-    return Engine(CATALOG)
-
-
 @pytest.mark.parametrize("target", sorted(EXPECTED))
-def test_fixture_values(real: Engine, target: str) -> None:
-    res = real.resolve(target, [FIXTURE])
+def test_fixture_values(real_engine: Engine, target: str) -> None:
+    res = real_engine.resolve(target, [FIXTURE])
     assert res.missing == {}
     expected = EXPECTED[target] if target != "training.tokens_per_sec" else 1e6 / 0.15
     assert abs(res.value - expected) / expected < 1e-9
     assert not res.violated
 
 
-def test_trace_shows_each_step(real: Engine) -> None:
-    res = real.resolve("training.tokens_per_sec", [FIXTURE])
+def test_trace_shows_each_step(real_engine: Engine) -> None:
+    res = real_engine.resolve("training.tokens_per_sec", [FIXTURE])
     steps = {s.variable: s for s in res.trace}
     t_step = steps["training.t_step"]
     assert t_step.relation == "training.t_step.compose" and t_step.kind == "identity"
@@ -49,22 +42,22 @@ def test_trace_shows_each_step(real: Engine) -> None:
     assert order.index("training.t_compute") < order.index("training.t_step") < order.index("training.tokens_per_sec")
 
 
-def test_assigned_variable_is_a_boundary(real: Engine) -> None:
-    res = real.resolve("training.tokens_per_sec", [FIXTURE], assign=["training.t_step=0.5 s"])
+def test_assigned_variable_is_a_boundary(real_engine: Engine) -> None:
+    res = real_engine.resolve("training.tokens_per_sec", [FIXTURE], assign=["training.t_step=0.5 s"])
     assert res.value == pytest.approx(2e6)
     assert "training.t_compute" not in {s.variable for s in res.trace}
 
 
-def fixture_without(real: Engine, *holes: str):
-    scenario = real.scenarios.build([FIXTURE])
+def fixture_without(real_engine: Engine, *holes: str):
+    scenario = real_engine.scenarios.build([FIXTURE])
     for hole in holes:
         del scenario.assignments[hole]
     return scenario
 
 
-def test_missing_roots_stay_symbolic_grouped_by_family(real: Engine) -> None:
+def test_missing_roots_stay_symbolic_grouped_by_family(real_engine: Engine) -> None:
     holes = ["cluster.node.cpu_power", "econ.power.price_kwh_peak"]
-    res = real.resolver.resolve("econ.cost.per_token", fixture_without(real, *holes))
+    res = real_engine.resolver.resolve("econ.cost.per_token", fixture_without(real_engine, *holes))
     assert set(res.missing) == set(holes)
     assert res.value is None and "cluster.node.cpu_power" in res.expression
     fams = res.missing_by_family()
@@ -81,46 +74,46 @@ def test_missing_roots_stay_symbolic_grouped_by_family(real: Engine) -> None:
     ("training.t_exposed_comm=25 ms", 0.025),
     ("training.t_exposed_comm=0.025", 0.025),
 ])
-def test_assignment_units(real: Engine, assignment: str, expected_si: float) -> None:
+def test_assignment_units(real_engine: Engine, assignment: str, expected_si: float) -> None:
     name, value = assignment.split("=")
-    scenario = real.scenarios.build(assign={name: value})
+    scenario = real_engine.scenarios.build(assign={name: value})
     assert scenario.assignments[name].value == pytest.approx(expected_si, rel=1e-12)
 
 
-def test_assignment_unit_errors(real: Engine) -> None:
+def test_assignment_unit_errors(real_engine: Engine) -> None:
     from gpustack_compiler.errors import InputError
 
     for bad in ("gpu.power.total=3 GHz", "gpu.power.total=fast", "gpu.power.total=5 furlong", "gpu.power.totl=5 W"):
         with pytest.raises(InputError):
-            real.scenarios.build(assign=dict([bad.split("=")]))
+            real_engine.scenarios.build(assign=dict([bad.split("=")]))
 
 
-def test_variant_errors(real: Engine) -> None:
+def test_variant_errors(real_engine: Engine) -> None:
     with pytest.raises(ResolveError, match="needs a variant selection") as exc:
-        real.resolve("training.flops_per_step")
+        real_engine.resolve("training.flops_per_step")
     assert "dense" in exc.value.hint and "moe" in exc.value.hint
     with pytest.raises(ResolveError, match="no variant `sparse`"):
-        real.resolve("training.flops_per_step", variants=["training.flops_per_step=sparse"])
+        real_engine.resolve("training.flops_per_step", variants=["training.flops_per_step=sparse"])
 
 
-def test_cli_resolve_and_violation_exit_code(tmp_path: Path) -> None:
-    base = ["--catalog", str(CATALOG), "--build-dir", str(tmp_path)]
-    ok = run(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE, "--json")
+def test_cli_resolve_and_violation_exit_code(gpustack_cli, real_build: Path) -> None:
+    base = ["--catalog", str(CATALOG), "--build-dir", str(real_build)]
+    ok = gpustack_cli(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE, "--json")
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["value"] == pytest.approx(3.000078e-06, rel=1e-9)
-    text = run(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE)
+    text = gpustack_cli(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE)
     assert text.stdout.splitlines()[0] == "econ.cost.per_token = 3.000078e-06 USD/token"
-    bad = run(*base, "resolve", "training.t_step", "--preset", FIXTURE, "--assign", "training.overhead_fraction=1.5",
-              "--fail-on-violated-constraints")
+    bad = gpustack_cli(*base, "resolve", "training.t_step", "--preset", FIXTURE, "--assign",
+                       "training.overhead_fraction=1.5", "--fail-on-violated-constraints")
     assert bad.returncode == 1 and "violated" in bad.stdout
-    unknown = run(*base, "resolve", "econ.cost.per_tokn")
+    unknown = gpustack_cli(*base, "resolve", "econ.cost.per_tokn")
     assert unknown.returncode == 2 and "did you mean econ.cost.per_token" in unknown.stderr
-    malformed = run(*base, "resolve", "econ.cost.per_token", "--assign", "gpu.power.total")
+    malformed = gpustack_cli(*base, "resolve", "econ.cost.per_token", "--assign", "gpu.power.total")
     assert malformed.returncode == 2 and malformed.stderr.startswith("Error: --assign")
 
 
-def test_scenario_report(tmp_path: Path) -> None:
-    res = run("--catalog", str(CATALOG), "--build-dir", str(tmp_path), "scenario", "report", FIXTURE, "--json",
+def test_scenario_report(gpustack_cli, real_build: Path) -> None:
+    res = gpustack_cli("--catalog", str(CATALOG), "--build-dir", str(real_build), "scenario", "report", FIXTURE, "--json",
               "--target", "pue=thermal.dc.pue", "--fail-on-issues")
     assert res.returncode == 0, res.stderr + res.stdout
     rep = json.loads(res.stdout)
@@ -242,15 +235,15 @@ def test_constraint_states(kinds: Engine) -> None:
     assert not [c for c in sym.checks if c.kind == "constraint"]  # econ.k is not in this cone
 
 
-def test_solve_for_a_missing_root(real: Engine) -> None:
+def test_solve_for_a_missing_root(real_engine: Engine) -> None:
     """t_step assigned and t_compute's input efficiency left out: --solve recovers the efficiency."""
-    scenario = fixture_without(real, "training.compute_efficiency")
-    scenario.assignments.update(real.scenarios.build(assign={"training.t_compute": "0.25 s"}).assignments)
-    plain = real.resolver.resolve("training.tokens_per_sec", scenario)
+    scenario = fixture_without(real_engine, "training.compute_efficiency")
+    scenario.assignments.update(real_engine.scenarios.build(assign={"training.t_compute": "0.25 s"}).assignments)
+    plain = real_engine.resolver.resolve("training.tokens_per_sec", scenario)
     assert plain.value == pytest.approx(1e6 / 0.275)  # t_compute assigned: a boundary, nothing missing
-    unsolved = real.resolver.resolve("training.compute_efficiency", scenario)
+    unsolved = real_engine.resolver.resolve("training.compute_efficiency", scenario)
     assert unsolved.value is None and list(unsolved.missing) == ["training.compute_efficiency"]
-    solved = real.resolver.resolve("training.compute_efficiency", scenario, solve=True)
+    solved = real_engine.resolver.resolve("training.compute_efficiency", scenario, solve=True)
     # t_compute = 1e15 FLOP / (8 * 1e15 FLOP/s * eff) = 0.25 s  =>  eff = 0.5
     assert solved.value == pytest.approx(0.5) and solved.missing == {}
     assert solved.solved == {"training.compute_efficiency": pytest.approx(0.5)}

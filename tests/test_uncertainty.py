@@ -10,20 +10,13 @@ import pytest
 
 from gpustack_compiler.errors import InputError
 from gpustack_sim.analyses.uncertainty import MonteCarlo, parse_spec
-from helpers import CATALOG, Engine
-from test_cli import run
-from test_resolve import FIXTURE
+from helpers import CATALOG, FIXTURE, Engine, run_cli
 
 
-@pytest.fixture(scope="module")
-def real() -> Engine:
-    return Engine(CATALOG)
-
-
-def test_linear_dependency_has_the_analytic_mean(real: Engine) -> None:
-    scenario = real.scenarios.build([FIXTURE])
-    dist = parse_spec("econ.job.capex_rate~uniform(10 USD/s, 30 USD/s)", real.scenarios)
-    summary = MonteCarlo(real.resolver).run("econ.cost.per_token", scenario, [dist], 20000, seed=7)
+def test_linear_dependency_has_the_analytic_mean(real_engine: Engine) -> None:
+    scenario = real_engine.scenarios.build([FIXTURE])
+    dist = parse_spec("econ.job.capex_rate~uniform(10 USD/s, 30 USD/s)", real_engine.scenarios)
+    summary = MonteCarlo(real_engine.resolver).run("econ.cost.per_token", scenario, [dist], 20000, seed=7)
     # cost per token = (capex_rate * 1.5 s + 0.00078 USD) / 1e7 token, linear in the sampled rate
     assert summary.mean == pytest.approx((20 * 1.5 + 0.00078) / 1e7, rel=5e-3)
     assert summary.percentiles[5] == pytest.approx((11 * 1.5 + 0.00078) / 1e7, rel=1e-2)
@@ -31,11 +24,11 @@ def test_linear_dependency_has_the_analytic_mean(real: Engine) -> None:
     assert summary.nonfinite == 0
 
 
-def test_units_in_parameters_and_lognormal(real: Engine) -> None:
-    dist = parse_spec("gpu.power.total~normal(0.5 kW, 50 W)", real.scenarios)
+def test_units_in_parameters_and_lognormal(real_engine: Engine) -> None:
+    dist = parse_spec("gpu.power.total~normal(0.5 kW, 50 W)", real_engine.scenarios)
     assert dist.parameters == {"mean": 500.0, "sd": 50.0}
-    assert parse_spec("gpu.power.total~normal(sd=50 W, mean=0.5 kW)", real.scenarios) == dist
-    logn = parse_spec("econ.power.price_kwh_peak~lognormal(0.36 USD/kWh, 0.2)", real.scenarios)
+    assert parse_spec("gpu.power.total~normal(sd=50 W, mean=0.5 kW)", real_engine.scenarios) == dist
+    logn = parse_spec("econ.power.price_kwh_peak~lognormal(0.36 USD/kWh, 0.2)", real_engine.scenarios)
     draws = logn.draw(np.random.Generator(np.random.PCG64(1)), 50000)
     assert np.median(draws) == pytest.approx(0.36 / 3.6e6, rel=1e-2)
 
@@ -45,62 +38,63 @@ def test_units_in_parameters_and_lognormal(real: Engine) -> None:
                                  "nope.x~normal(1, 2)", "gpu.power.total~normal(mu=1 W, sd=2 W)",
                                  "gpu.power.total~normal(1 W, mean=2 W)", "gpu.power.total~exponential(2 W)",
                                  "gpu.power.total~lognormal(1 W, 2 W)"])
-def test_bad_specs(real: Engine, bad: str) -> None:
+def test_bad_specs(real_engine: Engine, bad: str) -> None:
     with pytest.raises(InputError):
-        parse_spec(bad, real.scenarios)
+        parse_spec(bad, real_engine.scenarios)
 
 
-def test_unassigned_roots_are_refused(real: Engine) -> None:
-    dist = parse_spec("gpu.power.total~normal(500 W, 50 W)", real.scenarios)
-    scenario = real.scenarios.build([FIXTURE])
+def test_unassigned_roots_are_refused(real_engine: Engine) -> None:
+    dist = parse_spec("gpu.power.total~normal(500 W, 50 W)", real_engine.scenarios)
+    scenario = real_engine.scenarios.build([FIXTURE])
     del scenario.assignments["econ.power.price_kwh_peak"]
     with pytest.raises(InputError, match="still depends on unassigned roots: econ.power.price_kwh_peak"):
-        MonteCarlo(real.resolver).run("econ.cost.per_token", scenario, [dist], 100, 0)
+        MonteCarlo(real_engine.resolver).run("econ.cost.per_token", scenario, [dist], 100, 0)
 
 
-def test_same_seed_same_bytes(tmp_path: Path) -> None:
-    args = ["--catalog", str(CATALOG), "--build-dir", str(tmp_path), "resolve", "econ.cost.per_token",
+def test_same_seed_same_bytes(gpustack_cli, real_build: Path) -> None:
+    args = ["--catalog", str(CATALOG), "--build-dir", str(real_build), "resolve", "econ.cost.per_token",
             "--preset", FIXTURE, "--sample", "gpu.power.total~normal(0.5 kW, 50 W)",
             "--sample", "training.compute_efficiency~uniform(0.4, 0.6)", "--samples", "5000", "--json"]
-    first, second = run(*args, "--seed", "3"), run(*args, "--seed", "3")
+    # the second run in a process of its own: the same bytes must not depend on the process
+    first, second = gpustack_cli(*args, "--seed", "3"), run_cli(*args, "--seed", "3")
     assert first.returncode == 0, first.stderr
     assert first.stdout == second.stdout
-    other = json.loads(run(*args, "--seed", "4").stdout)["uncertainty"]
+    other = json.loads(gpustack_cli(*args, "--seed", "4").stdout)["uncertainty"]
     assert other["p50"] != json.loads(first.stdout)["uncertainty"]["p50"]
 
 
-def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real: Engine) -> None:
+def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real_engine: Engine) -> None:
     # A run's scenario selects definitions by mode (dense, gqa, ...): sampling must keep them.
     from gpustack_sim.analyses.estimate import fitted_distributions
     from gpustack_sim.engine.run import load_run
 
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
-    scenario = real.run_scenario(run)
+    scenario = real_engine.run_scenario(run)
     dists = fitted_distributions(scenario)
     assert dists and scenario.modes
-    summary = MonteCarlo(real.resolver).run("econ.cost.per_token", scenario, dists, 3000, seed=3)
-    est = real.estimate(run, 3000, 3)
+    summary = MonteCarlo(real_engine.resolver).run("econ.cost.per_token", scenario, dists, 3000, seed=3)
+    est = real_engine.estimate(run, 3000, 3)
     band = next(f for f in est.figures if f.target == "econ.cost.per_token").interval
     assert band is not None and summary.nonfinite == 0
     for p in (5, 50, 95):  # the same draws of the same inputs through the same expression
         assert summary.percentiles[p] == pytest.approx(band[p], rel=1e-9)
 
 
-def test_staged_compilation_matches_one_expression(real: Engine) -> None:
+def test_staged_compilation_matches_one_expression(real_engine: Engine) -> None:
     # Cutting large symbolic values into stages changes how the function is built, not what it computes.
     from gpustack_sim.analyses.estimate import fitted_distributions
     from gpustack_sim.engine.run import load_run
     from gpustack_sim.analyses.uncertainty import vectorize, vectorize_resolution
 
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
-    scenario = real.run_scenario(run)
+    scenario = real_engine.run_scenario(run)
     names = [d.name for d in fitted_distributions(scenario)]
     held = scenario.holding(names)
-    symbols = [real.resolver.symbol(n) for n in names]
+    symbols = [real_engine.resolver.symbol(n) for n in names]
     draws = [d.draw(np.random.Generator(np.random.PCG64(5)), 200) for d in fitted_distributions(scenario)]
     target = "econ.cost.per_token"
-    whole = real.resolver.resolve_many([target], held)[target]
-    staged = real.resolver.resolve_many([target], held, stage_limit=5)[target]
+    whole = real_engine.resolver.resolve_many([target], held)[target]
+    staged = real_engine.resolver.resolve_many([target], held, stage_limit=5)[target]
     assert not whole.stages and len(staged.stages) > 10 and staged.missing == whole.missing == {}
     expected = vectorize(symbols, whole.symbolic)(*draws)
     assert np.allclose(vectorize_resolution(symbols, staged)(*draws), expected, rtol=1e-12, atol=0)

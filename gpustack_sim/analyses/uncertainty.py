@@ -82,7 +82,10 @@ def vectorize(symbols: list, expr: sympy.Basic):
     their arguments, which fails when one is a scalar and another an array."""
     args = [sympy.Symbol(f"x{i}") for i in range(len(symbols))]
     rebuilt = _for_numpy(expr, dict(zip(symbols, args)), {})
-    return sympy.lambdify(args, rebuilt, modules=[_ELEMENTWISE, "numpy"])
+    # The numpy module itself, not "numpy": lambdify then runs `from numpy import *`, which with numpy 2
+    # imports every numpy submodule (f2py, testing, ...). No docstring: its text would cost a third of
+    # the compile.
+    return sympy.lambdify(args, rebuilt, modules=[_ELEMENTWISE, np], docstring_limit=0)
 
 
 # Symbolic values larger than this many nodes are cut into stages when a resolution is compiled for numpy.

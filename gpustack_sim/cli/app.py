@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
     from ..api import Engine
 
+# main.py maps exceptions to these; a command whose answer is itself a state (neo4j status) exits with one.
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
+
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
                   help="gpustack: what a token of AI training physically costs, and what that number is made of.")
 
@@ -42,7 +45,7 @@ def _settings(ctx: typer.Context,
                                            help="Catalog directory (default: ./catalog)."),
               build_dir: Path = typer.Option(Path("build"), "--build-dir", envvar="GPUSTACK_BUILD_DIR",
                                              help="Where the manifest and caches go.")) -> None:
-    from ..api import default_catalog
+    from ..compiled import default_catalog
 
     cat = catalog or default_catalog()
     ctx.obj = Settings(cat, build_dir, cat.resolve().parent / "schemas")
@@ -50,6 +53,14 @@ def _settings(ctx: typer.Context,
 
 def settings(ctx: typer.Context) -> Settings:
     return ctx.find_root().obj
+
+
+def catalog_dir(ctx: typer.Context) -> Path:
+    """The catalog directory, for commands that read it without the engine (which checks it itself)."""
+    cat = settings(ctx).catalog
+    if not cat.is_dir():
+        raise InputError(f"catalog directory {cat} not found", "pass --catalog PATH")
+    return cat
 
 
 def out(data, text: str, as_json: bool) -> None:
@@ -70,7 +81,9 @@ def engine(ctx: typer.Context, use_neo4j: bool = False) -> Engine:
     if use_neo4j:
         return Engine.from_neo4j()
     s = settings(ctx)
-    return Engine.open(s.catalog, s.build)
+    eng = Engine.open(s.catalog, s.build)
+    ctx.call_on_close(eng.keep_parsed)
+    return eng
 
 
 def source(ctx: typer.Context, use_neo4j: bool) -> GraphSource:
@@ -81,10 +94,10 @@ def source(ctx: typer.Context, use_neo4j: bool) -> GraphSource:
         return Neo4jSource.from_env()
     from gpustack_compiler.source import ManifestSource
 
-    from ..api import Engine
+    from ..compiled import compile_catalog
 
     s = settings(ctx)
-    return ManifestSource(Engine.compile(s.catalog, s.build).manifest)
+    return ManifestSource(compile_catalog(s.catalog, s.build).manifest)
 
 
 def pairs(items: Sequence[str], flag: str, example: str = "NAME=VALUE") -> dict[str, str]:

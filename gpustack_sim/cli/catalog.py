@@ -9,7 +9,7 @@ import typer
 from gpustack_compiler import pipeline
 from gpustack_compiler.errors import InputError
 
-from .app import JsonOpt, Neo4jOpt, app, out, settings, source
+from .app import JsonOpt, Neo4jOpt, app, catalog_dir, out, settings, source
 
 
 @app.command()
@@ -21,9 +21,7 @@ def check(ctx: typer.Context,
     s = settings(ctx)
     if format not in ("text", "json", "github"):
         raise InputError(f"--format must be text, json or github, not {format!r}")
-    if not s.catalog.is_dir():
-        raise InputError(f"catalog directory {s.catalog} not found", "pass --catalog PATH")
-    result = pipeline.run(s.catalog, s.build, write_manifest=False, need_manifest=False)
+    result = pipeline.run(catalog_dir(ctx), s.build, write_manifest=False, need_manifest=False)
     from ..experiments.check import protocol_findings  # the preregistered protocols beside the catalog
 
     result.findings.extend(protocol_findings(s.catalog, s.build, result))
@@ -49,12 +47,12 @@ def compile_(ctx: typer.Context, as_json: bool = JsonOpt,
              force: bool = typer.Option(False, "--force", help="Load even into a database holding nodes gpustack "
                                         "did not create (they are deleted).")) -> None:
     """Check the catalog and write build/manifest.json (the embedded default; no server needed)."""
-    from ..api import Engine
+    from ..compiled import compile_catalog
     from .neo4j import load_manifest, reject_stray_options
 
     reject_stray_options(neo4j, uri, user, password, database, force)
     s = settings(ctx)
-    result = Engine.compile(s.catalog, s.build, write=True)
+    result = compile_catalog(s.catalog, s.build, write=True)
     path = s.build / "manifest.json"
     st = result.manifest["stats"]
     data = {"manifest": str(path), "catalog_hash": result.catalog_hash, "cached": result.cached,
@@ -77,6 +75,7 @@ def schema(ctx: typer.Context,
 
     from ..engine import observation, run  # noqa: F401  (register the run-file and observation schemas)
 
+    catalog_dir(ctx)  # the schemas sit beside it
     directory = settings(ctx).schemas
     if check_only:
         stale = schema_mod.stale(directory)

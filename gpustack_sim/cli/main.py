@@ -12,9 +12,8 @@ from gpustack_compiler.errors import CatalogError, GpustackError, Infrastructure
 # Importing a command module registers its commands on the root app.
 from . import (calibration, catalog, diff, estimate, experiment, graph, neo4j, observations,  # noqa: F401
                observatory, presets, resolve, simulate, sweep)
-from .app import app, err
+from .app import EXIT_FINDINGS, EXIT_INFRA, EXIT_OK, EXIT_USAGE, app, err
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 EXIT_CODES = ((CatalogError, EXIT_FINDINGS), (InputError, EXIT_USAGE), (InfrastructureError, EXIT_INFRA))
 

@@ -13,7 +13,7 @@ import typer
 
 from gpustack_compiler.errors import InfrastructureError, InputError
 
-from .app import JsonOpt, app, out
+from .app import EXIT_INFRA, JsonOpt, app, out
 
 neo4j_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
                         help="A local Neo4j 5.26 server without Docker (Bolt 7687, Browser on 7474).")
@@ -75,13 +75,16 @@ def stop(timeout: float = typer.Option(30, "--timeout", min=1, help="Seconds bef
 
 @neo4j_app.command()
 def status(as_json: bool = JsonOpt) -> None:
-    """Whether the local Neo4j runs, its URIs, data directory and memory."""
+    """Whether the local Neo4j runs, its URIs, data directory and memory; exit 3 when it does not run."""
     server = _server()
     try:
         st = server.status()
     except server.Neo4jServerError as exc:
         raise InfrastructureError(str(exc)) from None
     out(st, _describe(st), as_json)
+    if not st.get("running"):
+        # as `pg_ctl status` and `systemctl status`: scripts test the exit code, not the text
+        raise typer.Exit(EXIT_INFRA)
 
 
 # ---- compile --neo4j --------------------------------------------------------------------------

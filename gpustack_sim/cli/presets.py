@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from gpustack_compiler.errors import InputError
-
 from .app import JsonOpt, Neo4jOpt, app, engine, out, pairs
 from .render import fmt
 

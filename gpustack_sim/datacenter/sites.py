@@ -180,7 +180,7 @@ def sync_hops(sites: Sites, in_use: list[str], sync_bits: float) -> tuple[tuple[
 
 def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
     """Read and check a sites file; `units` is the catalog's UnitSystem."""
-    from gpustack_compiler.catalog import parse_quantity
+    from gpustack_compiler.models import parse_quantity
     from gpustack_compiler.documents import field_path, read_mapping, validate
     from gpustack_compiler.yaml_lines import line_at
 

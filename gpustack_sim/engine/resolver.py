@@ -110,11 +110,12 @@ class Resolution:
 class Resolver:
     """Holds parsed relations between calls, so repeated resolutions are fast."""
 
-    def __init__(self, source: GraphSource, units: UnitSystem):
+    def __init__(self, source: GraphSource, units: UnitSystem, parsed: dict | None = None):
         self.source = source
         self.units = units
         self._symbols: dict[str, sympy.Symbol] = {}
-        self._exprs: dict[tuple[str, str], sympy.Basic] = {}
+        # `parsed` may come filled from an earlier run (engine/cache.py)
+        self._exprs: dict[tuple[str, str], sympy.Basic] = parsed if parsed is not None else {}
         self._subgraphs: dict[str, dict] = {}
         # Records of the variables of every subgraph fetched: an expression names hundreds of them, and
         # asking the source for each would be a round trip each to Neo4j.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpustack_compiler.catalog import parse_quantity
+from gpustack_compiler.models import parse_quantity
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.source import GraphSource
 from gpustack_compiler.suggest import did_you_mean

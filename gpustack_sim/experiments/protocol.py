@@ -276,7 +276,7 @@ def _unique(items, attr: str, group: str, fail) -> None:
 
 
 def _thresholds(spec: ProtocolFile, metrics: dict[str, Metric], fail, units) -> dict[str, Threshold]:
-    from gpustack_compiler.catalog import parse_quantity
+    from gpustack_compiler.models import parse_quantity
     from gpustack_compiler.units import UnitError
 
     for i, m in enumerate(spec.metrics):

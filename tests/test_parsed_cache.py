@@ -1,0 +1,53 @@
+"""Relations parsed into sympy are kept in the build cache between runs (gpustack_sim/engine/cache.py):
+read back they resolve exactly as freshly parsed ones, and a damaged cache is parsed again."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpustack_sim import Engine
+from helpers import CATALOG, FIXTURE
+
+TARGET = "econ.cost.per_token"
+
+
+@pytest.fixture
+def build(tmp_path: Path, real_build: Path, real_manifest: dict) -> Path:
+    """A build directory of its own (these tests watch its parsed-relations file), compile cache copied warm."""
+    shutil.copytree(real_build / "cache", tmp_path / "cache", ignore=shutil.ignore_patterns("parsed-*"))
+    return tmp_path
+
+
+def resolve(build: Path):
+    engine = Engine.open(CATALOG, build)
+    return engine, engine.resolve(TARGET, engine.scenario([FIXTURE]))
+
+
+def test_parsed_relations_are_kept_and_read_back(build: Path) -> None:
+    first, fresh = resolve(build)
+    assert len(first.parsed) > 10
+    first.keep_parsed()
+    [kept] = (build / "cache").glob("parsed-*.pickle")
+    written = kept.stat().st_mtime_ns
+    second, again = resolve(build)
+    assert set(second.parsed) == set(first.parsed)  # nothing parsed anew: all read back
+    assert all(second.parsed[k] == first.parsed[k] for k in first.parsed)
+    assert again.to_dict() == fresh.to_dict()
+    second.keep_parsed()  # nothing new: the file is left as it was
+    assert list((build / "cache").glob("parsed-*.pickle")) == [kept] and kept.stat().st_mtime_ns == written
+
+
+def test_a_damaged_cache_is_parsed_again(build: Path) -> None:
+    first, fresh = resolve(build)
+    first.keep_parsed()
+    [kept] = (build / "cache").glob("parsed-*.pickle")
+    kept.write_bytes(b"not a pickle")
+    second, again = resolve(build)
+    assert again.to_dict() == fresh.to_dict()
+    second.keep_parsed()
+    assert kept.read_bytes() != b"not a pickle"
+    third, once_more = resolve(build)
+    assert set(third.parsed) == set(first.parsed) and once_more.to_dict() == fresh.to_dict()
