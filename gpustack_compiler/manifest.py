@@ -1,7 +1,7 @@
 """The compiled manifest: the versioned contract that every other tool reads.
 
 Deterministic: keys sorted, no timestamps, so the same catalog gives byte-identical output. This
-module only reads and writes it; `manifest_build.py` makes it.
+module writes it (records.py reads it back, version-checked); `manifest_build.py` makes it.
 """
 
 from __future__ import annotations
@@ -11,10 +11,6 @@ import json
 from pathlib import Path
 
 SCHEMA_VERSION = "1.2"
-
-
-class ManifestError(Exception):
-    pass
 
 
 def dumps(manifest: dict) -> str:
@@ -32,19 +28,6 @@ def write_text(text: str, path: Path) -> str:
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     return manifest_hash(text)
-
-
-def read(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ManifestError(f"{path}: no manifest; run `gpustack compile` first") from None
-    except (OSError, ValueError) as exc:
-        raise ManifestError(f"{path}: unreadable manifest ({exc})") from None
-    if str(data.get("schema_version", "")).split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-        raise ManifestError(f"{path}: manifest schema {data.get('schema_version')} is not {SCHEMA_VERSION}; "
-                            "recompile")
-    return data
 
 
 def graph_of(manifest: dict):

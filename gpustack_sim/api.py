@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from gpustack_compiler import pipeline
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.records import Tables, read_manifest
 from gpustack_compiler.source import GraphSource, ManifestSource
 from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitSystem
@@ -51,8 +52,8 @@ class Engine:
 
     def __init__(self, source: GraphSource, parsed: ParsedRelations | None = None):
         self.source = source
-        self.tables = source.tables()
-        self.units = UnitSystem.from_manifest(self.tables["units"])
+        self.tables = Tables.parse(source.tables())
+        self.units = UnitSystem.from_manifest(self.tables.units)
         self.facts = Facts(self.tables)
         self.scenarios = ScenarioBuilder(source, self.tables, self.units)
         self.parsed = parsed if parsed is not None else ParsedRelations()
@@ -74,6 +75,12 @@ class Engine:
         result = cls.compile(catalog, build_dir)
         parsed = ParsedRelations(cache_file(Path(build_dir) / "cache", result.catalog_hash) if build_dir else None)
         return cls(ManifestSource(result.manifest), parsed=parsed)
+
+    @classmethod
+    def from_manifest(cls, path: str | Path) -> Engine:
+        """The engine over a manifest file written by `gpustack compile` (no catalog needed); a manifest
+        of another schema version is refused."""
+        return cls(ManifestSource(read_manifest(Path(path))))
 
     def keep_parsed(self) -> None:
         """Store the relations parsed so far in the build cache, for the next run (the command line
@@ -163,7 +170,7 @@ class Engine:
         else:
             items = load_observations(paths) if paths else [
                 i for i in load_observations([default_observations()]) if i.obs.split == "calibration"]
-            rows, evidence = cal.observation_rows(items, self.scenarios, self.facts, set(self.tables["references"]))
+            rows, evidence = cal.observation_rows(items, self.scenarios, self.facts, set(self.tables.references))
         return cal.calibrate(self.resolver, self.scenarios, self.facts, rows, evidence)
 
     def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str | Policy = "daly", seed: int = 0,
@@ -177,7 +184,7 @@ class Engine:
         from .datacenter import simulate
         from .datacenter.sites import load_sites
 
-        placed = None if sites is None else load_sites(Path(sites), self.units, set(self.tables["presets"]))
+        placed = None if sites is None else load_sites(Path(sites), self.units, set(self.tables.presets))
         params = parameters if parameters is not None else self.job_parameters(run)[0]
         variants = {name: self.job_parameters(r)[0] for name, r in (layouts or {}).items()}
         return simulate(params, sites=placed, policy=policy, seed=seed, replications=replications, days=days,
@@ -208,4 +215,4 @@ class Engine:
         paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(p) for p in sources]
         return validate(self.resolver, self.scenarios, self.facts, paths, presets=presets, assign=assign,
                         samples=samples, seed=seed, calibration=calibration, default_dir=default_observations(),
-                        references=set(self.tables["references"]))
+                        references=set(self.tables.references))

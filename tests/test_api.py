@@ -49,3 +49,21 @@ def test_domain_errors_not_command_line_errors(tmp_path) -> None:
     with pytest.raises(CatalogError) as exc:
         Engine.open(broken, build_dir=None)
     assert exc.value.findings.errors
+
+
+def test_a_manifest_file_opens_and_another_schema_version_is_refused(tmp_path) -> None:
+    import json
+
+    from gpustack_compiler import pipeline
+
+    pipeline.run(mini_catalog(tmp_path), tmp_path / "build", write_manifest=True)
+    path = tmp_path / "build" / "manifest.json"
+    engine = Engine.from_manifest(path)
+    assert engine.tables.headline_targets == ("training.t_step",)
+    old = json.loads(path.read_text())
+    old["schema_version"] = "0.9"
+    path.write_text(json.dumps(old))
+    with pytest.raises(CatalogError, match=r"manifest schema 0.9 is not 1\.\d"):
+        Engine.from_manifest(path)
+    with pytest.raises(CatalogError, match="no manifest"):
+        Engine.from_manifest(tmp_path / "nowhere.json")

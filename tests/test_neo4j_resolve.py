@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpustack_compiler.neo4j.source import Neo4jSource
+from gpustack_compiler.records import Tables
 from gpustack_compiler.source import ManifestSource
 from gpustack_compiler.units import UnitSystem
 from gpustack_sim.engine.resolver import Resolver
@@ -20,7 +21,7 @@ def resolvers(real_graph, real_manifest):
     units = UnitSystem.from_manifest(real_manifest["units"])
     with Neo4jSource(real_graph.settings) as neo:
         mem = ManifestSource(real_manifest)
-        yield Resolver(neo, units), Resolver(mem, units), ScenarioBuilder(mem, mem.tables(), units)
+        yield Resolver(neo, units), Resolver(mem, units), ScenarioBuilder(mem, Tables.parse(mem.tables()), units)
 
 
 def _steps(res) -> list[dict]:
@@ -55,7 +56,7 @@ def test_same_estimate_of_the_readme_run(resolvers) -> None:
     from gpustack_sim.engine.run import load_run
 
     neo, mem, scenarios = resolvers
-    facts = Facts(mem.source.tables())
+    facts = Facts(Tables.parse(mem.source.tables()))
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
     a, b = estimate(neo, scenarios, facts, run, 500, 1), estimate(mem, scenarios, facts, run, 500, 1)
     assert a.to_dict() == b.to_dict()

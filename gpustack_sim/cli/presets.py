@@ -18,7 +18,7 @@ def presets_list(ctx: typer.Context, as_json: bool = JsonOpt, neo4j: bool = Neo4
     """Every preset with its provenance, size and advertised targets."""
     rows = [{"name": n, "provenance": p["provenance"], "assignments": len(p["assignments"]),
              "variants": p["variants"], "targets": p["targets"], "description": p["description"]}
-            for n, p in sorted(engine(ctx, neo4j).tables["presets"].items())]
+            for n, p in sorted(engine(ctx, neo4j).tables.presets.items())]
     lines = [f"{'preset':<36}{'provenance':<20}{'values':>7}  targets"]
     lines += [f"{r['name']:<36}{r['provenance']:<20}{r['assignments']:>7}  {', '.join(r['targets'].values())}"
               for r in rows]
@@ -56,7 +56,7 @@ def scenario_report(ctx: typer.Context, preset: str,
 def scenario_audit(ctx: typer.Context, as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Every sourced preset against the targets it advertises; exit 1 if any is not ok."""
     eng = engine(ctx, neo4j)
-    sourced = [n for n, p in sorted(eng.tables["presets"].items()) if p["provenance"] == "sourced"]
+    sourced = [n for n, p in sorted(eng.tables.presets.items()) if p["provenance"] == "sourced"]
     reports = [eng.scenario_report(name) for name in sourced]
     lines = []
     for rep in reports:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from gpustack_compiler.errors import CatalogError
+from gpustack_compiler.records import Tables
 
 from .bindings import RunFields, check_field
 
@@ -67,8 +68,8 @@ class MeasuredRuns:
 class Facts:
     """The bindings of a compiled catalog, each read (and its run-file fields checked) on first use."""
 
-    def __init__(self, tables: dict):
-        self._bindings = tables.get("bindings") or {}
+    def __init__(self, tables: Tables):
+        self._bindings = tables.bindings
 
     def _table(self, kind: str) -> dict:
         table = self._bindings.get(kind)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gpustack_compiler.models import parse_quantity
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.records import Tables
 from gpustack_compiler.source import GraphSource
 from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitError, UnitSystem
@@ -38,10 +39,10 @@ class Scenario:
 class ScenarioBuilder:
     """Builds scenarios from the compiled catalog's presets, in coherent base units."""
 
-    def __init__(self, source: GraphSource, tables: dict, units: UnitSystem):
+    def __init__(self, source: GraphSource, tables: Tables, units: UnitSystem):
         self.source = source
-        self.presets: dict[str, dict] = tables["presets"]
-        self.variant_keys: set[str] = set(tables["variant_keys"])
+        self.presets: dict[str, dict] = tables.presets
+        self.variant_keys: frozenset[str] = tables.variant_keys
         self.units = units
         self._records: dict[str, dict] = {}
 

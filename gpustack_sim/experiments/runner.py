@@ -130,7 +130,7 @@ def run_protocol(ref: str, *, workspace: Workspace, engine_factory, stage: str =
             scenario_files[rel] = file_sha256(workspace.root / rel)
     parameters = {"stage": stage, "replications": n, "panel": spec.id, "scenario_files": scenario_files,
                   "observations": {name: i for i, name in obs_ids}}
-    catalog_hash = engine.tables.get("catalog_hash", "")
+    catalog_hash = engine.tables.catalog_hash
     version = code_version()
     run_id = sha256_of({"protocol_sha256": protocol.sha256, "code_version": version, "catalog_hash": catalog_hash,
                         "seed": seed, "parameters": parameters})[:RUN_ID_CHARS]

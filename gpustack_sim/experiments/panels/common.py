@@ -61,7 +61,7 @@ def calibration_ids(ctx: PanelContext, run) -> tuple[tuple[str, str], ...]:
     """The data fitted into the run's scenario: every fitted preset it uses, by the hash of its data and by
     the id of each observation it was fitted to (the ids `gpustack validate` refuses to score)."""
     out = []
-    presets = ctx.engine.tables["presets"]
+    presets = ctx.engine.tables.presets
     for name in [*run.hardware, *run.presets]:
         p = presets.get(name) or {}
         fit = p.get("fit") or {}

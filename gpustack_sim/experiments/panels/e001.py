@@ -85,7 +85,7 @@ class E001(Panel):
     def prepare(self, ctx: PanelContext) -> Prepared:
         run, params = load_training(ctx)
         engine = ctx.engine
-        sites = load_sites(scenario_file(ctx, "sites"), engine.units, set(engine.tables["presets"]))
+        sites = load_sites(scenario_file(ctx, "sites"), engine.units, set(engine.tables.presets))
         placement = place(sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
         state = _State(params, sites, len(placement.placed) - 1, placement.sync_ns / NS_PER_S,
                        scenario_value(ctx, "fixed_local_steps", int),
