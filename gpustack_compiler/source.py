@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from . import manifest as mf
 from .errors import InputError
+from .records import ConstantRecord, VariableRecord
 from .suggest import did_you_mean
 
 if TYPE_CHECKING:  # networkx and the pydantic models stay unimported until a graph is built
@@ -19,10 +20,10 @@ if TYPE_CHECKING:  # networkx and the pydantic models stay unimported until a gr
 
 class GraphSource(Protocol):
     def names(self) -> list[str]: ...
-    def variable(self, name: str) -> dict | None: ...
-    def variables(self, names: Iterable[str]) -> dict[str, dict]: ...
+    def variable(self, name: str) -> VariableRecord | None: ...
+    def variables(self, names: Iterable[str]) -> dict[str, VariableRecord]: ...
     def relation(self, name: str) -> dict | None: ...
-    def constant(self, name: str) -> dict | None: ...
+    def constant(self, name: str) -> ConstantRecord | None: ...
     def cone(self, name: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]: ...
     def root_debt(self, system: str | None = None) -> list[RootDebt]: ...
     def family_debt(self, system: str | None = None) -> list[FamilyDebt]: ...
@@ -46,6 +47,7 @@ class ManifestSource:
         self.manifest = manifest
         self.graph: CatalogGraph = mf.graph_of(manifest)
         self._touching: dict[str, list[str]] | None = None
+        self._variables: dict[str, VariableRecord] = {}
 
     def tables(self) -> dict:
         """The manifest's tables: units, presets, variant keys, systems, references, statistics."""
@@ -55,19 +57,22 @@ class ManifestSource:
         m = self.manifest
         return sorted([*m["variables"], *m["constants"], *m["relations"]])
 
-    def variable(self, name: str) -> dict | None:
-        return self.manifest["variables"].get(name)
+    def variable(self, name: str) -> VariableRecord | None:
+        record = self._variables.get(name)
+        if record is None and name in self.manifest["variables"]:
+            record = self._variables[name] = VariableRecord.parse(self.manifest["variables"][name])
+        return record
 
-    def variables(self, names: Iterable[str]) -> dict[str, dict]:
+    def variables(self, names: Iterable[str]) -> dict[str, VariableRecord]:
         """The records of those of `names` that are variables, in one call (one query for Neo4j)."""
-        known = self.manifest["variables"]
-        return {n: known[n] for n in names if n in known}
+        return {n: record for n in names if (record := self.variable(n)) is not None}
 
     def relation(self, name: str) -> dict | None:
         return self.manifest["relations"].get(name)
 
-    def constant(self, name: str) -> dict | None:
-        return self.manifest["constants"].get(name)
+    def constant(self, name: str) -> ConstantRecord | None:
+        record = self.manifest["constants"].get(name)
+        return None if record is None else ConstantRecord.parse(record)
 
     def cone(self, name: str, upstream: bool = True, depth: int | None = None) -> dict[str, int]:
         try:
@@ -98,8 +103,8 @@ class ManifestSource:
         variable in it, and the constraints that touch it."""
         m = self.manifest
         names = set(self.graph.cone(target, upstream=True)) | {target}
-        variables = {n: m["variables"][n] for n in sorted(names) if n in m["variables"]}
-        constants = {n: m["constants"][n] for n in sorted(names) if n in m["constants"]}
+        variables = {n: self.variable(n) for n in sorted(names) if n in m["variables"]}
+        constants = {n: self.constant(n) for n in sorted(names) if n in m["constants"]}
         touching = self._relations_touching()
         wanted = {r for n in names for r in touching.get(n, ())}
         relations = {name: m["relations"][name] for name in sorted(wanted)}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from gpustack_compiler import pipeline
 from gpustack_compiler.errors import InputError
-from gpustack_compiler.records import Tables, read_manifest
+from gpustack_compiler.records import Tables, VariableRecord, read_manifest
 from gpustack_compiler.source import GraphSource, ManifestSource
 from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitSystem
@@ -97,7 +97,7 @@ class Engine:
         return cls(Neo4jSource.from_env(uri, user, password, database))
 
     # ---- names and scenarios ---------------------------------------------------------------
-    def variable(self, name: str) -> dict:
+    def variable(self, name: str) -> VariableRecord:
         """A variable's record; InputError with a suggestion when there is none."""
         var = self.source.variable(name)
         if var is None:

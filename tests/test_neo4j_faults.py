@@ -66,11 +66,11 @@ def test_hostile_strings_travel_as_parameters(neo4j_db, tmp_path: Path) -> None:
     assert neo4j_db.counts()["nodes"] == result["nodes"] == expected_nodes  # nothing deleted, nothing extra
     with Neo4jSource(neo4j_db.settings) as neo:
         for name, v in manifest["variables"].items():
-            assert neo.variable(name) == v
+            assert neo.variable(name).to_dict() == v
         for name, r in manifest["relations"].items():
             assert neo.relation(name) == r
         for name, c in manifest["constants"].items():
-            assert neo.constant(name) == c
+            assert neo.constant(name).to_dict() == c
         assert neo.tables() == tables
         # stored as properties too, byte for byte
         for row in neo4j_db.run("MATCH (v:Variable) RETURN v.name AS name, v.description AS d, v.units AS u"):

@@ -14,6 +14,7 @@ import pytest
 
 from gpustack_compiler.neo4j.conn import query
 from gpustack_compiler.neo4j.source import Neo4jSource
+from gpustack_compiler.records import ConstantRecord, VariableRecord
 from gpustack_compiler.source import GRAPH_PARTS, ManifestSource
 
 
@@ -61,7 +62,8 @@ def test_subgraphs_of_every_variable(sources, real_graph) -> None:
     got = for_every(real_graph, "subgraph", every, "variables, constants, relations")
 
     def as_subgraph(target: str, row: dict) -> dict:
-        return {"target": target, **{k: {x["name"]: x for x in map(json.loads, row[k])}
+        typed = {"variables": VariableRecord.parse, "constants": ConstantRecord.parse, "relations": lambda x: x}
+        return {"target": target, **{k: {x["name"]: typed[k](x) for x in map(json.loads, row[k])}
                                      for k in ("variables", "constants", "relations")}}
 
     bad = [n for n in every if as_subgraph(n, got[n]) != mem.subgraph(n)]
@@ -122,7 +124,8 @@ def test_tables_and_batched_records(sources) -> None:
     assert neo.tables() == mem.tables()
     assert set(neo.tables()) == set(manifest) - GRAPH_PARTS
     names = [*manifest["variables"], "econ.cost.per_token.nope", *manifest["constants"]]
-    assert neo.variables(names) == mem.variables(names) == manifest["variables"]
+    assert neo.variables(names) == mem.variables(names)
+    assert {n: v.to_dict() for n, v in mem.variables(names).items()} == manifest["variables"]
     assert neo.variables([]) == {}
 
 

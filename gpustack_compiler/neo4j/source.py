@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from ..errors import InfrastructureError, InputError
 from ..graph import FamilyDebt, RootDebt
+from ..records import ConstantRecord, VariableRecord
 from .conn import Neo4jSettings, driver, query, relation_kind_labels, translate
 
 HEAVIEST = 3  # roots named per family, as in CatalogGraph.family_debt
@@ -97,17 +98,20 @@ class Neo4jSource:
     def names(self) -> list[str]:
         return sorted(r["name"] for r in self._run("names"))
 
-    def variable(self, name: str) -> dict | None:
-        return self._record("variable", name)
+    def variable(self, name: str) -> VariableRecord | None:
+        record = self._record("variable", name)
+        return None if record is None else VariableRecord.parse(record)
 
-    def variables(self, names: Iterable[str]) -> dict[str, dict]:
-        return {r["name"]: json.loads(r["record"]) for r in self._run("variables", names=list(names))}
+    def variables(self, names: Iterable[str]) -> dict[str, VariableRecord]:
+        return {r["name"]: VariableRecord.parse(json.loads(r["record"]))
+                for r in self._run("variables", names=list(names))}
 
     def relation(self, name: str) -> dict | None:
         return self._record("relation", name)
 
-    def constant(self, name: str) -> dict | None:
-        return self._record("constant", name)
+    def constant(self, name: str) -> ConstantRecord | None:
+        record = self._record("constant", name)
+        return None if record is None else ConstantRecord.parse(record)
 
     def _require(self, name: str) -> None:
         if not self._run("exists", name=name)[0]["found"]:
@@ -159,9 +163,9 @@ class Neo4jSource:
             raise InputError(f"unknown name `{target}`")
         row = rows[0]
 
-        def by_name(records: list[str]) -> dict:
+        def by_name(records: list[str], typed=lambda x: x) -> dict:
             items = [json.loads(r) for r in records]
-            return {x["name"]: x for x in sorted(items, key=lambda x: x["name"])}
+            return {x["name"]: typed(x) for x in sorted(items, key=lambda x: x["name"])}
 
-        return {"target": target, "variables": by_name(row["variables"]), "constants": by_name(row["constants"]),
-                "relations": by_name(row["relations"])}
+        return {"target": target, "variables": by_name(row["variables"], VariableRecord.parse),
+                "constants": by_name(row["constants"], ConstantRecord.parse), "relations": by_name(row["relations"])}

@@ -203,5 +203,5 @@ def _intervals(engine, run, est: Estimate, splitter: _Splitter, parts: list[Part
         if band is None or not point:
             continue
         # The part in the figure's units per unit of the variable in its own declared units.
-        factor = p.value / (point / engine.resolver.variable(p.variable)["scale"])
+        factor = p.value / (point / engine.resolver.variable(p.variable).scale)
         p.interval = {k: v * factor for k, v in band.items()}

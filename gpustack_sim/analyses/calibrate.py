@@ -56,7 +56,7 @@ class RowModels:
             self.functions.append(vectorize(self.symbols, expr.xreplace(tie)))
 
     def _scale(self, name: str) -> float:
-        return self.resolver.variable(name)["scale"]
+        return self.resolver.variable(name).scale
 
     def predict(self, theta: np.ndarray) -> np.ndarray:
         """Predictions in each row's declared units."""

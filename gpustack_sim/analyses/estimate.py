@@ -81,13 +81,13 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: 
     point = resolver.resolve_many(targets, scenario)
     dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
     var = resolver.variable
-    uncertain = {d.name: d.describe(var(d.name)["scale"]) for d in dists}
+    uncertain = {d.name: d.describe(var(d.name).scale) for d in dists}
     random = {n: v for r in point.values() if isinstance(r, Resolution) for n, v in r.random.items()}
-    uncertain.update({n: v.describe(var(n)["scale"]) for n, v in sorted(random.items())})
+    uncertain.update({n: v.describe(var(n).scale) for n, v in sorted(random.items())})
     bands = intervals(resolver, scenario, targets, dists, samples, seed) if uncertain and samples else {}
     figures, known = [], {}
     for label, target in facts.figures:
-        fig = Figure(label, target, declared[target]["units"])
+        fig = Figure(label, target, declared[target].units)
         res = point[target]
         if isinstance(res, ResolveError):
             fig.error = res.message + (f" ({res.hint})" if res.hint else "")
@@ -140,7 +140,7 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
     for target, res in symbolic.items():
         if isinstance(res, ResolveError) or res.missing:
             continue
-        scale = resolver.variable(target)["scale"]
+        scale = resolver.variable(target).scale
         if res.value is not None:
             out[target] = {p: res.value for p in at}
             continue
@@ -158,8 +158,8 @@ def _memory(point: dict, resolver: Resolver, mem: Memory) -> dict:
     used, cap = point.get(mem.per_gpu), point.get(mem.capacity)
     if not isinstance(used, Resolution) or not isinstance(cap, Resolution) or cap.value is None:
         return {"status": "unknown"}
-    scale = resolver.variable(mem.per_gpu)["scale"]
-    capacity = cap.value * resolver.variable(cap.target)["scale"]
+    scale = resolver.variable(mem.per_gpu).scale
+    capacity = cap.value * resolver.variable(cap.target).scale
     parts = {p: {"value": point[p].value, "units": point[p].units, "missing": sorted(point[p].missing)}
              for p in mem.parts if isinstance(point.get(p), Resolution)}
     out = {"per_gpu_units": used.units, "capacity": cap.value, "capacity_units": cap.units, "breakdown": parts}

@@ -69,7 +69,7 @@ def observation_row(item: Loaded, scenarios: ScenarioBuilder, runs: MeasuredRuns
         raise InputError(f"{item.where}: measures.flop_convention: {target} is not a FLOP rate or utilization "
                          "of any convention (catalog/bindings/measured_runs.yaml, flop_conventions)")
     m = obs.measured
-    scale = var["scale"]
+    scale = var.scale
 
     def declared(value: float) -> float:
         return scenarios.quantity(target, f"{value!r} {m.units}", item.where).value / scale

@@ -98,7 +98,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
             notes.append(f"memory fit judged before runtime buffers ({mem.buffers} has no source)")
         elif res.missing:
             raise InputError(f"sweep: {name} still needs {', '.join(sorted(res.missing))}", "add them to a preset")
-        scale = resolver.variable(name)["scale"]
+        scale = resolver.variable(name).scale
         if res.value is not None:
             values[name] = np.full(n, res.value * scale)
         else:
@@ -114,7 +114,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
         if new.any():
             rejected[reason] = int(new.sum())
         valid &= ~mask
-    scale = resolver.variable(target)["scale"]
+    scale = resolver.variable(target).scale
     score = values[target] / scale
     order = np.flatnonzero(valid)
     order = order[np.argsort(-score[order] if best == "max" else score[order], kind="stable")][:top]
@@ -122,7 +122,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
     rows = [{**{k: _shown(columns[b.field][i], names_of.get(k)) for k, b in axes.items()},
              objective: float(score[i]),
              "memory_per_gpu_GB": float(values[mem.per_gpu][i] / 8e9)} for i in order]
-    return SweepResult(objective, target, resolver.variable(target)["units"], n, int(valid.sum()),
+    return SweepResult(objective, target, resolver.variable(target).units, n, int(valid.sum()),
                        rejected, rows, time.perf_counter() - start, notes)
 
 

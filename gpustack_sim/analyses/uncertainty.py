@@ -215,17 +215,17 @@ class MonteCarlo:
         meta = self.resolver.variable(target)
         draws, noise = draw_inputs(dists, [res], seed, n)
         if res.value is not None:
-            values = np.full(n, res.value * meta["scale"])
+            values = np.full(n, res.value * meta.scale)
         else:
             fn = vectorize_resolution([self.resolver.symbol(x) for x in names], res, noise=noise)
             values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (n,))
-        shown = values / meta["scale"]
+        shown = values / meta.scale
         finite = shown[np.isfinite(shown)]
         if finite.size == 0:
             raise InputError(f"no finite value of {target} in {n} samples")
         pct = percentiles(finite)
         var = self.resolver.variable
-        inputs = {d.name: d.describe(var(d.name)["scale"]) for d in dists}
-        inputs.update({name: v.describe(var(name)["scale"]) for name, v in res.random.items()})
-        return Summary(target, meta["units"], n, seed, float(finite.mean()), float(finite.std(ddof=1)), pct, inputs,
+        inputs = {d.name: d.describe(var(d.name).scale) for d in dists}
+        inputs.update({name: v.describe(var(name).scale) for name, v in res.random.items()})
+        return Summary(target, meta.units, n, seed, float(finite.mean()), float(finite.std(ddof=1)), pct, inputs,
                        int(n - finite.size))

@@ -13,6 +13,7 @@ from gpustack_compiler.suggest import did_you_mean
 from .app import JsonOpt, Neo4jOpt, app, out, source
 
 if TYPE_CHECKING:
+    from gpustack_compiler.records import VariableRecord
     from gpustack_compiler.source import GraphSource
 
 
@@ -45,23 +46,23 @@ def show(ctx: typer.Context, name: str, as_json: bool = JsonOpt, neo4j: bool = N
         return
     if src.constant(name) is not None:
         c = src.constant(name)
-        out(c, f"{name} = {c['value']:g} {c['units']}{' (exact)' if c['exact'] else ''}\n  {c['description']}\n"
-               f"  references: {', '.join(c['references'])}", as_json)
+        out(c.to_dict(), f"{name} = {c.value:g} {c.units}{' (exact)' if c.exact else ''}\n  {c.description}\n"
+                        f"  references: {', '.join(c.references)}", as_json)
         return
     v = src.variable(name)
     sub = src.subgraph(name)
     defs = [r for r in sub["relations"].values() if r.get("defines") == name]
     users = sorted(src.cone(name, upstream=False, depth=1))
     constraints = [r for r in sub["relations"].values() if r["kind"] == "constraint" and name in r["constrains"]]
-    data = {**v, "defined_by": [r["name"] for r in defs], "used_by": users,
+    data = {**v.to_dict(), "defined_by": [r["name"] for r in defs], "used_by": users,
             "constraints": [r["name"] for r in constraints]}
-    lines = [f"{name}  [{v['units']}]  ({v['system']})", f"  {v['description']}"]
-    if v.get("assumptions"):
-        lines.append(f"  assumptions: {', '.join(v['assumptions'])}")
-    if v.get("bounds"):
-        lines.append(f"  bounds: {v['bounds']}")
-    if v.get("root"):
-        lines.append(f"  root input: {v['root']['category']} (family {v['root']['family']})")
+    lines = [f"{name}  [{v.units}]  ({v.system})", f"  {v.description}"]
+    if v.assumptions:
+        lines.append(f"  assumptions: {', '.join(v.assumptions)}")
+    if v.bounds:
+        lines.append(f"  bounds: {data['bounds']}")
+    if v.root:
+        lines.append(f"  root input: {v.root.category} (family {v.root.family})")
     for r in defs:
         tag = f" [{r['kind']}{' ' + r['variant'] if r.get('variant') else ''}]"
         lines.append(f"  = {r['canonical']}    ({r['name']}{tag})")
@@ -69,8 +70,8 @@ def show(ctx: typer.Context, name: str, as_json: bool = JsonOpt, neo4j: bool = N
         lines.append(f"  used by: {', '.join(users)}")
     if constraints:
         lines.append("  constraints: " + "; ".join(f"{r['canonical']} ({r['name']})" for r in constraints))
-    lines.append(f"  references: {', '.join(v['references'])}")
-    lines.append(f"  at {v['file']}:{v['line']}")
+    lines.append(f"  references: {', '.join(v.references)}")
+    lines.append(f"  at {v.file}:{v.line}")
     out(data, "\n".join(lines), as_json)
 
 
@@ -112,8 +113,8 @@ def cone(ctx: typer.Context, selector: str = typer.Argument(..., help="NAME, +NA
     for n, d in sorted(found.items(), key=lambda kv: (kv[1], kv[0])):
         v = variables.get(n)
         c = src.constant(n) if v is None else None
-        rows.append({"name": n, "depth": d, "units": (v or c)["units"],
-                     "kind": "constant" if c else ("root" if v["is_root"] else "variable")})
+        rows.append({"name": n, "depth": d, "units": (v or c).units,
+                     "kind": "constant" if c else ("root" if v.is_root else "variable")})
     data = {"name": name, "direction": "upstream" if direction else "downstream", "depth": depth,
             "count": len(rows), "nodes": rows}
     if as_json or format == "json":
@@ -129,12 +130,12 @@ def cone(ctx: typer.Context, selector: str = typer.Argument(..., help="NAME, +NA
     out(data, "\n".join(lines), False)
 
 
-def _dot(src: GraphSource, name: str, found: dict[str, int], variables: dict[str, dict]) -> str:
+def _dot(src: GraphSource, name: str, found: dict[str, int], variables: dict[str, VariableRecord]) -> str:
     members = set(found) | {name}
     lines = ["digraph cone {", "  rankdir=LR;", '  node [shape=box, fontname="Helvetica"];']
     for n in sorted(members):
         v = variables.get(n)
-        lines.append(f'  "{n}"' + (' [style=filled, fillcolor="#fde9c8"]' if v and v["is_root"] else "") + ";")
+        lines.append(f'  "{n}"' + (' [style=filled, fillcolor="#fde9c8"]' if v and v.is_root else "") + ";")
     for r in src.relations_defining(sorted(members)):
         for i in r["inputs"]:
             if i in members:

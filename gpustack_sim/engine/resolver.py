@@ -15,6 +15,7 @@ from gpustack_compiler.expressions import SympyBuilder, parse
 from gpustack_compiler.kinds import CONDITIONAL, CONSTRAINT, EXACT, KEYED, kind_of
 from gpustack_compiler.kinds.distributions import RandomValue
 from gpustack_compiler.kinds.evaluation import by_name, sympify
+from gpustack_compiler.records import VariableRecord
 from gpustack_compiler.source import GraphSource
 from gpustack_compiler.symbolic import symbol_for
 from gpustack_compiler.units import UnitSystem
@@ -119,9 +120,9 @@ class Resolver:
         self._subgraphs: dict[str, dict] = {}
         # Records of the variables of every subgraph fetched: an expression names hundreds of them, and
         # asking the source for each would be a round trip each to Neo4j.
-        self._variables: dict[str, dict] = {}
+        self._variables: dict[str, VariableRecord] = {}
 
-    def variable(self, name: str) -> dict | None:
+    def variable(self, name: str) -> VariableRecord | None:
         """A variable's record, from the subgraphs already fetched when it is in one."""
         meta = self._variables.get(name)
         if meta is None:
@@ -134,8 +135,8 @@ class Resolver:
     def symbol(self, name: str) -> sympy.Symbol:
         s = self._symbols.get(name)
         if s is None:
-            meta = self.variable(name) or {}
-            assumptions = tuple(meta.get("assumptions", ())) if meta else ("positive",)
+            meta = self.variable(name)
+            assumptions = meta.assumptions if meta is not None else ("positive",)
             s = self._symbols[name] = symbol_for(name, assumptions)
         return s
 
@@ -239,7 +240,7 @@ class Resolver:
 
     def _result(self, target: str, value, run: "_Run", trace: list, scenario: Scenario) -> Resolution:
         meta = self.variable(target)
-        solved = {k: v / self.variable(k)["scale"] for k, v in run.solved.items()}
+        solved = {k: v / self.variable(k).scale for k, v in run.solved.items()}
         # Missing means the value is still symbolic in it: a root that cancels out is not missing.
         depends, stages = set(), {}
         if not isinstance(value, float):
@@ -249,10 +250,10 @@ class Resolver:
         for name in depends & scenario.sampled:
             missing.pop(name, None)
         random = {s.variable: run.randoms[s.variable] for s in trace if s.variable in run.randoms}
-        res = Resolution(target, None, meta["scale"], meta["units"], trace, missing, run.checks, run.fallbacks, solved,
+        res = Resolution(target, None, meta.scale, meta.units, trace, missing, run.checks, run.fallbacks, solved,
                          stages=stages, random=random)
         if isinstance(value, float):
-            res.value = value / meta["scale"]
+            res.value = value / meta.scale
         else:
             res.symbolic = value
         return res
@@ -283,7 +284,7 @@ class _Run:
             if kind_of(rel).role != CONSTRAINT:
                 self.defs.setdefault(rel["defines"], []).append(rel)
 
-    def var_meta(self, name: str) -> dict:
+    def var_meta(self, name: str) -> VariableRecord:
         return self.sub["variables"].get(name) or self.r.variable(name)
 
     def value_of(self, name: str):
@@ -291,7 +292,7 @@ class _Run:
             return self.values[name]
         if name in self.sub["constants"]:
             const = self.sub["constants"][name]
-            self.values[name] = float(const["si_value"])
+            self.values[name] = const.si_value
             return self.values[name]
         if name in self.solved:
             return self._record(name, None, "solved", None, {}, self.solved[name], "solved with --solve")
@@ -327,14 +328,14 @@ class _Run:
         else:
             self.values[name] = value
         raw = {k: (v, self.scale(k)) for k, v in inputs.items()}
-        self.trace.append(Step(name, rel, kind, variant, raw, value, meta["scale"], meta["units"], note))
+        self.trace.append(Step(name, rel, kind, variant, raw, value, meta.scale, meta.units, note))
         self.check_domain(name, value)
         return self.values[name]
 
     def scale(self, name: str) -> float:
         if name in self.sub["constants"]:
-            return self.sub["constants"][name]["scale"]
-        return self.var_meta(name)["scale"]
+            return self.sub["constants"][name].scale
+        return self.var_meta(name).scale
 
     def alternative(self, name: str, failed: dict) -> dict | None:
         for rel in sorted(self.defs.get(name, []), key=lambda r: r["name"]):
@@ -364,16 +365,17 @@ class _Run:
         if not isinstance(value, float):
             return
         meta = self.var_meta(name)
-        shown = value / meta["scale"]
-        for a in meta.get("assumptions", ()):
+        shown = value / meta.scale
+        for a in meta.assumptions:
             ok = {"positive": value > 0, "nonnegative": value >= 0, "negative": value < 0,
                   "nonpositive": value <= 0, "nonzero": value != 0, "real": math.isfinite(value),
                   "integer": abs(shown - round(shown)) <= 1e-9 * max(1.0, abs(shown))}[a]
             if not ok:
                 self.checks.append(Check(name, "assumption", "violated", f"{a}, but the value is {shown:g}"))
-        bounds = meta.get("bounds") or {}
-        lo, hi = bounds.get("min"), bounds.get("max")
-        units = f" {meta['units']}" if meta["units"] != "1" else ""
+        if meta.bounds is None:
+            return
+        lo, hi = meta.bounds.min, meta.bounds.max
+        units = f" {meta.units}" if meta.units != "1" else ""
         if (lo is not None and shown < lo) or (hi is not None and shown > hi):
             self.checks.append(Check(name, "bounds", "violated", f"{shown:g}{units} outside [{lo}, {hi}]"))
         elif lo is not None or hi is not None:
@@ -394,15 +396,15 @@ class _Run:
         if name in self.scenario.assignments:
             return self.scenario.assignments[name].value
         const = self.sub["constants"].get(name) or self.r.source.constant(name)
-        return float(const["si_value"]) if const else None
+        return const.si_value if const else None
 
     def missing_meta(self) -> dict[str, dict]:
         out = {}
         for name in sorted(self.missing):
             if name in self.solved:
                 continue
-            root = self.var_meta(name).get("root") or {}
-            out[name] = {"family": root.get("family"), "category": root.get("category")}
+            root = self.var_meta(name).root
+            out[name] = {"family": root and root.family, "category": root and root.category}
         return out
 
     # ---- --solve -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gpustack_compiler.models import parse_quantity
 from gpustack_compiler.errors import InputError
-from gpustack_compiler.records import Tables
+from gpustack_compiler.records import Tables, VariableRecord
 from gpustack_compiler.source import GraphSource
 from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitError, UnitSystem
@@ -44,9 +44,9 @@ class ScenarioBuilder:
         self.presets: dict[str, dict] = tables.presets
         self.variant_keys: frozenset[str] = tables.variant_keys
         self.units = units
-        self._records: dict[str, dict] = {}
+        self._records: dict[str, VariableRecord] = {}
 
-    def records(self, names: Iterable[str]) -> dict[str, dict]:
+    def records(self, names: Iterable[str]) -> dict[str, VariableRecord]:
         """Variable records by name; those not seen yet are fetched in one batch (a run assigns hundreds
         of variables, and Neo4j would answer each lookup in a round trip of its own)."""
         unseen = [n for n in dict.fromkeys(names) if n not in self._records]
@@ -54,7 +54,7 @@ class ScenarioBuilder:
             self._records.update(self.source.variables(unseen))
         return self._records
 
-    def variable(self, name: str, origin: str) -> dict:
+    def variable(self, name: str, origin: str) -> VariableRecord:
         var = self.records([name]).get(name)
         if var is None:
             raise InputError(f"{origin}: unknown variable `{name}`", did_you_mean(name, self.source.names()))
@@ -65,7 +65,7 @@ class ScenarioBuilder:
         `power`, a quantity in that power of the variable's unit (a rate per unit of it: -1, a
         dimensionless spread: 0), as a distribution's parameter may be."""
         var = self.variable(name, origin)
-        units = {1: var["units"], 0: "1"}.get(power, f"({var['units']})**{power}")
+        units = {1: var.units, 0: "1"}.get(power, f"({var.units})**{power}")
         try:
             q = parse_quantity(value, units)
             unit = self.units.parse(q.units)
@@ -94,7 +94,7 @@ class ScenarioBuilder:
             for var, value in preset["assignments"].items():
                 assigned = self.quantity(var, _from_manifest(value), f"preset {name}")
                 if isinstance(value, dict) and value.get("sd") is not None:
-                    units = value.get("units") or self.variable(var, f"preset {name}")["units"]
+                    units = value.get("units") or self.variable(var, f"preset {name}").units
                     assigned = Assigned(assigned.value, assigned.origin, assigned.given,
                                         value["sd"] * self.units.parse(units).scale)
                 scenario.assignments[var] = assigned
