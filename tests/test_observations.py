@@ -138,11 +138,11 @@ def test_observation_schema_is_generated_and_fresh() -> None:
 
 
 @pytest.mark.parametrize("change,message", [
-    (("    split: evaluation\n", ""), "observations.0.split: Field required"),
+    (("    split: evaluation\n", ""), "observations[0].split: Field required"),
     (("uncertainty: {kind: rounding, low: 136.5", "uncertainty: {kind: rounding, low: 137.5"),
      "the value must lie within its uncertainty"),
     (("      reference: narayanan2021_megatron\n", "      reference: narayanan2021_megatron\n      page: 6\n"),
-     "observations.0.source.page: Extra inputs are not permitted"),
+     "observations[0].source.page: Extra inputs are not permitted"),
     (("{field: layout.micro_batch,", "{field: layoutt.micro_batch,"), "is not a field of the run"),
     (("reference: narayanan2021_megatron", "reference: narayanan2021"), "source.reference: `narayanan2021` is not a key"),
     (("flop_convention: megatron_recompute", "flop_convention: model"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpustack_compiler.errors import InputError
 
@@ -152,26 +152,11 @@ def canonical_sha256(data) -> str:
 
 def load_file(path: Path) -> list[Loaded]:
     """Every observation of one file; a problem is one line naming the file, line and field."""
-    from gpustack_compiler.yaml_lines import YamlError, line_at, load
+    from gpustack_compiler.documents import read_mapping, validate
+    from gpustack_compiler.yaml_lines import line_at
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        data, duplicates = load(text)
-    except YamlError as exc:
-        raise InputError(f"{path}:{exc.line}: {exc.message}") from None
-    if duplicates:
-        key, line = duplicates[0]
-        raise InputError(f"{path}:{line}: duplicate key `{key}`")
-    try:
-        top = ObservationFile.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        loc = tuple(err["loc"])
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        raise InputError(f"{path}:{line_at(data, loc)}: {field}: {err['msg']}") from None
+    data = read_mapping(path, "observation file")
+    top = validate(ObservationFile, data, str(path))
     out = []
     for i, obs in enumerate(top.observations):
         run, extra = obs.run, b""
