@@ -52,6 +52,11 @@ class Findings:
     def extend(self, other: "Findings") -> None:
         self.items.extend(other.items)
 
+    @classmethod
+    def from_dicts(cls, rows: list[dict]) -> "Findings":
+        """Findings stored with `Finding.to_dict` (the caches keep them so)."""
+        return cls([Finding(**{**d, "level": Level(d["level"])}) for d in rows])
+
     @property
     def errors(self) -> list[Finding]:
         return [f for f in self.items if f.level is Level.ERROR]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from . import manifest as mf
 from .errors import InputError
 from .fileset import content_hash
-from .findings import Finding, Findings, Level
+from .findings import Findings, Level
 
 if TYPE_CHECKING:
     from .catalog import Catalog
@@ -131,7 +131,7 @@ def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cac
 def _cached(cache: Path, catalog_hash: str, write_to: Path | None, need_manifest: bool) -> Result | None:
     try:
         stored = json.loads((cache / f"result-{catalog_hash}.json").read_text())
-        findings = Findings([Finding(**{**d, "level": Level(d["level"])}) for d in stored["findings"]])
+        findings = Findings.from_dicts(stored["findings"])
         manifest = None
         if stored["has_manifest"] and (need_manifest or write_to is not None):
             text = (cache / f"manifest-{catalog_hash}.json").read_text(encoding="utf-8")

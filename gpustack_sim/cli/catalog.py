@@ -22,7 +22,7 @@ def check(ctx: typer.Context,
     if format not in ("text", "json", "github"):
         raise InputError(f"--format must be text, json or github, not {format!r}")
     result = pipeline.run(catalog_dir(ctx), s.build, write_manifest=False, need_manifest=False)
-    from ..experiments.check import protocol_findings  # the preregistered protocols beside the catalog
+    from ..experiments.catalog_check import protocol_findings  # the preregistered protocols beside the catalog
 
     result.findings.extend(protocol_findings(s.catalog, s.build, result))
     fmt = "json" if as_json else format
@@ -73,7 +73,10 @@ def schema(ctx: typer.Context,
     """Regenerate the JSON Schema files in schemas/ from the models."""
     from gpustack_compiler import schema as schema_mod
 
-    from ..engine import observation, run  # noqa: F401  (register the run-file and observation schemas)
+    # The engine's document models register their schema files when imported.
+    from ..datacenter import sites  # noqa: F401
+    from ..engine import observation, run  # noqa: F401
+    from ..experiments import protocol, results  # noqa: F401
 
     catalog_dir(ctx)  # the schemas sit beside it
     directory = settings(ctx).schemas

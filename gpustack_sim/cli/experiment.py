@@ -9,8 +9,6 @@ from pathlib import Path
 
 import typer
 
-from ..experiments import protocol as _protocol  # noqa: F401  (registers schemas/protocol.schema.json)
-from ..experiments import results as _results  # noqa: F401  (registers schemas/experiment_artifact.schema.json)
 from .app import JsonOpt, app, engine, err, out, settings
 
 experiment_app = typer.Typer(no_args_is_help=True, help="Preregistered experiments: check, freeze, audit, run, log.")
