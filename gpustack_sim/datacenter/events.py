@@ -37,7 +37,6 @@ class EventKind(IntEnum):
     STATE_TRANSFER = 9
     COLLECTIVE = 10
     COMPUTE = 11
-    POWER_SAMPLE = 12
 
 
 class Priority(IntEnum):

@@ -526,6 +526,9 @@ class Replay:
         if graceful and completed < blocks:
             self.pending = (run.ckpt_position(blocks), run.ckpt_start(blocks) + run.complete_ns)
         self._row(run.t0, Priority.JOB, EventKind.COMPUTE, position=run.p0, count=steps, duration_ns=t - run.t0)
+        if comm_ns:
+            # the stretch's exposed collectives, aggregated as its steps are
+            self._row(run.t0, Priority.JOB, EventKind.COLLECTIVE, position=run.p0, count=steps, duration_ns=comm_ns)
         if started:
             self._row(run.ckpt_start(1), Priority.JOB, EventKind.CHECKPOINT_WRITE, count=started, duration_ns=block_ns)
         if completed:
