@@ -212,9 +212,10 @@ def cache_env(cache: Path) -> Iterator[None]:
 
 
 class LocalServer:
-    """A Neo4j started by the tests with private state, data and ports (the launcher build is shared)."""
+    """A Neo4j started by the tests with private state, data and port (the launcher build is shared);
+    no HTTP: the tests speak Bolt only, and the Browser's server costs start-up time."""
 
-    def __init__(self, root: Path, with_http: bool = True, **start_args):
+    def __init__(self, root: Path, **start_args):
         from gpustack_compiler.neo4j import server as srv
 
         self.srv = srv
@@ -225,9 +226,8 @@ class LocalServer:
         if not link.exists():
             link.symlink_to(build.parent, target_is_directory=True)
         self.bolt = free_port()
-        self.http = free_port() if with_http else None
         with cache_env(self.cache):
-            self.status = srv.start(bolt_port=self.bolt, http_port=self.http, data_dir=root / "data",
+            self.status = srv.start(bolt_port=self.bolt, http_port=None, data_dir=root / "data",
                                     **start_args)
         self.uri = self.status["bolt_uri"]
 
