@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from helpers import free_port, neo4j_required, run_cli
+from helpers import TEST_JVM_OPTS, free_port, neo4j_required, run_cli
 
 
 @pytest.fixture
@@ -24,7 +24,8 @@ def private_cache(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "neo4j-launcher").symlink_to(build.parent, target_is_directory=True)
-    return {"GPUSTACK_CACHE_DIR": str(cache), "GPUSTACK_NEO4J_HEAP": "256m", "GPUSTACK_NEO4J_PAGECACHE": "32m"}
+    return {"GPUSTACK_CACHE_DIR": str(cache), "GPUSTACK_NEO4J_HEAP": "256m", "GPUSTACK_NEO4J_PAGECACHE": "32m",
+            "GPUSTACK_NEO4J_JVM_OPTS": TEST_JVM_OPTS}
 
 
 def test_start_status_stop(private_cache, gpustack_cli, tmp_path) -> None:
