@@ -130,6 +130,21 @@ class Engine(api.Engine):
 
 # ---- gpustack as a user runs it -----------------------------------------------------------------
 
+@contextlib.contextmanager
+def env_vars(**values: str) -> Iterator[None]:
+    """These environment variables set for the duration, then restored (or removed) as they were."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120, cwd: Path = REPO):
     """`gpustack ARGS` in a subprocess, as a user runs it (environment: this process's, plus `env`)."""
     import subprocess
@@ -154,24 +169,17 @@ def run_cli_here(*args: str, env: dict | None = None) -> CliResult:
 
     from gpustack_sim.cli.main import main
 
-    saved_env = {k: os.environ.get(k) for k in (env or {})}
     saved_argv = sys.argv
     out, err = io.StringIO(), io.StringIO()
     code = 0
     try:
-        os.environ.update(env or {})
         sys.argv = ["gpustack", *args]
-        with redirect_stdout(out), redirect_stderr(err):
+        with env_vars(**(env or {})), redirect_stdout(out), redirect_stderr(err):
             main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         sys.argv = saved_argv
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
@@ -179,6 +187,9 @@ def run_cli_here(*args: str, env: dict | None = None) -> CliResult:
 
 # The Neo4j a test session starts itself has authentication on, with this password (conftest.py).
 SESSION_USER, SESSION_PASSWORD = "neo4j", "correct-horse-battery"
+# Servers the tests start live a minute or two: the JVM's optimizing compiler (C2) costs them more CPU
+# than it saves (a third of the Neo4j tests' CPU on two cores); the quick one (C1) alone starts sooner.
+TEST_JVM_OPTS = (os.environ.get("GPUSTACK_NEO4J_JVM_OPTS", "") + " -XX:TieredStopAtLevel=1").strip()
 
 
 def neo4j_required() -> bool:
@@ -197,24 +208,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
-def cache_env(cache: Path) -> Iterator[None]:
-    """neo4j_server keeps its pid/state files in GPUSTACK_CACHE_DIR: point it at a private one."""
-    old = os.environ.get("GPUSTACK_CACHE_DIR")
-    os.environ["GPUSTACK_CACHE_DIR"] = str(cache)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("GPUSTACK_CACHE_DIR", None)
-        else:
-            os.environ["GPUSTACK_CACHE_DIR"] = old
-
-
 class LocalServer:
-    """A Neo4j started by the tests with private state, data and ports (the launcher build is shared)."""
+    """A Neo4j started by the tests with private state, data and port (the launcher build is shared);
+    no HTTP: the tests speak Bolt only, and the Browser's server costs start-up time."""
 
-    def __init__(self, root: Path, with_http: bool = True, **start_args):
+    def __init__(self, root: Path, **start_args):
         from gpustack_compiler.neo4j import server as srv
 
         self.srv = srv
@@ -225,14 +223,14 @@ class LocalServer:
         if not link.exists():
             link.symlink_to(build.parent, target_is_directory=True)
         self.bolt = free_port()
-        self.http = free_port() if with_http else None
-        with cache_env(self.cache):
-            self.status = srv.start(bolt_port=self.bolt, http_port=self.http, data_dir=root / "data",
+        # the server keeps its pid and state files in GPUSTACK_CACHE_DIR: a private one
+        with env_vars(GPUSTACK_CACHE_DIR=str(self.cache), GPUSTACK_NEO4J_JVM_OPTS=TEST_JVM_OPTS):
+            self.status = srv.start(bolt_port=self.bolt, http_port=None, data_dir=root / "data",
                                     **start_args)
         self.uri = self.status["bolt_uri"]
 
     def stop(self) -> None:
-        with cache_env(self.cache):
+        with env_vars(GPUSTACK_CACHE_DIR=str(self.cache)):
             self.srv.stop(timeout=20)
 
 

@@ -133,14 +133,14 @@ def test_neo4j_down_at_compile(gpustack_cli, tmp_path: Path) -> None:
     assert uri in line and "Traceback" not in res.stderr
 
 
-def test_server_that_never_answers_is_exit_3_within_10_s() -> None:
+def test_server_that_never_answers_is_exit_3_within_10_s(gpustack_cli) -> None:
     """A port that accepts connections but never speaks Bolt (a hung server) is bounded too."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         uri = f"bolt://127.0.0.1:{listener.getsockname()[1]}"
         t0 = time.monotonic()
-        res = run_cli("stats", "--neo4j", env={"NEO4J_URI": uri})
+        res = gpustack_cli("stats", "--neo4j", env={"NEO4J_URI": uri})
         assert time.monotonic() - t0 < 10
     assert res.returncode == 3
     [line] = res.stderr.strip().splitlines()
@@ -160,7 +160,7 @@ def auth_server(session_db, tmp_path_factory):
     password = SESSION_PASSWORD
     try:
         server = LocalServer(tmp_path_factory.mktemp("neo4j-auth"), auth=True, password=password, heap="256m",
-                             pagecache="32m", with_http=False)
+                             pagecache="32m")
     except srv.Neo4jServerError as exc:
         if neo4j_required():
             pytest.fail(f"cannot start a second Neo4j with auth on: {exc}", pytrace=False)

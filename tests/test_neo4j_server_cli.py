@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from helpers import free_port, neo4j_required, run_cli
+from helpers import TEST_JVM_OPTS, free_port, neo4j_required, run_cli
 
 
 @pytest.fixture
@@ -24,13 +24,15 @@ def private_cache(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "neo4j-launcher").symlink_to(build.parent, target_is_directory=True)
-    return {"GPUSTACK_CACHE_DIR": str(cache), "GPUSTACK_NEO4J_HEAP": "256m", "GPUSTACK_NEO4J_PAGECACHE": "32m"}
+    return {"GPUSTACK_CACHE_DIR": str(cache), "GPUSTACK_NEO4J_HEAP": "256m", "GPUSTACK_NEO4J_PAGECACHE": "32m",
+            "GPUSTACK_NEO4J_JVM_OPTS": TEST_JVM_OPTS}
 
 
-def test_start_status_stop(private_cache, tmp_path) -> None:
+def test_start_status_stop(private_cache, gpustack_cli, tmp_path) -> None:
+    # `start` in a process of its own, which the server must outlive; the rest in this one
     env = private_cache
     bolt = free_port()
-    res = run_cli("neo4j", "status", "--json", env=env)
+    res = gpustack_cli("neo4j", "status", "--json", env=env)
     assert res.returncode == 3 and json.loads(res.stdout)["running"] is False  # as `pg_ctl status`
     res = run_cli("neo4j", "start", "--bolt-port", str(bolt), "--http-port", "0", "--data-dir",
                   str(tmp_path / "data"), "--json", env=env, timeout=180)
@@ -41,20 +43,20 @@ def test_start_status_stop(private_cache, tmp_path) -> None:
         st = json.loads(res.stdout)
         assert st["running"] and st["bolt_uri"] == f"bolt://127.0.0.1:{bolt}" and st["pid"] > 0
         assert st["neo4j_version"].startswith("5.26")
-        res = run_cli("neo4j", "status", env=env)
+        res = gpustack_cli("neo4j", "status", env=env)
         assert res.returncode == 0 and "running" in res.stdout and f"127.0.0.1:{bolt}" in res.stdout
         # the server answers: an empty database says so through the graph commands
-        res = run_cli("stats", "--neo4j", env={**env, "NEO4J_URI": st["bolt_uri"]})
+        res = gpustack_cli("stats", "--neo4j", env={**env, "NEO4J_URI": st["bolt_uri"]})
         assert res.returncode == 3 and "holds no gpustack graph" in res.stderr
-        res = run_cli("neo4j", "start", "--bolt-port", str(bolt + 1 if bolt < 65535 else bolt - 1),
-                      "--http-port", "0", env=env)
+        res = gpustack_cli("neo4j", "start", "--bolt-port", str(bolt + 1 if bolt < 65535 else bolt - 1),
+                           "--http-port", "0", env=env)
         assert res.returncode == 3 and res.stderr.startswith("Error: Neo4j is already running")
     finally:
-        stopped = run_cli("neo4j", "stop", "--json", env=env)
+        stopped = gpustack_cli("neo4j", "stop", "--json", env=env)
     assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
-    res = run_cli("neo4j", "stop", env=env)
+    res = gpustack_cli("neo4j", "stop", env=env)
     assert res.returncode == 0 and "not running" in res.stdout
-    res = run_cli("neo4j", "status", env=env)
+    res = gpustack_cli("neo4j", "status", env=env)
     assert res.returncode == 3 and res.stdout.startswith("Neo4j is not running") and res.stderr == ""
     assert os.environ.get("GPUSTACK_CACHE_DIR") != env["GPUSTACK_CACHE_DIR"]
 

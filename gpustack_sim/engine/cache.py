@@ -42,10 +42,21 @@ class ParsedRelations(dict):
         self._loaded = path is None
         self._saved = 0
 
+    # Every way of looking a key up reads the file first (setting one does not need it).
     def get(self, key, default=None):
         if not self._loaded:
             self._load()
         return super().get(key, default)
+
+    def __getitem__(self, key):
+        if not self._loaded:
+            self._load()
+        return super().__getitem__(key)
+
+    def __contains__(self, key) -> bool:
+        if not self._loaded:
+            self._load()
+        return super().__contains__(key)
 
     def _load(self) -> None:
         from sympy.core.parameters import evaluate
