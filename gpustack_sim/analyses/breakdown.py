@@ -73,8 +73,8 @@ class _Splitter:
         self.steps: dict[str, Step] = {s.variable: s for s in res.trace}
 
     def dimension(self, name: str):
-        meta = self.engine.resolver.variable(name) or self.engine.source.constant(name) or {}
-        return meta.get("dimension")
+        meta = self.engine.resolver.variable(name) or self.engine.source.constant(name)
+        return None if meta is None else meta.dimension
 
     def value(self, name: str) -> float | None:
         step = self.steps.get(name)
