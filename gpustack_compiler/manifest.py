@@ -1,7 +1,7 @@
 """The compiled manifest: the versioned contract that every other tool reads.
 
 Deterministic: keys sorted, no timestamps, so the same catalog gives byte-identical output. This
-module writes it (records.py reads it back, version-checked); `manifest_build.py` makes it.
+module serialises it (records.py reads it back, version-checked); `manifest_build.py` makes it.
 """
 
 from __future__ import annotations
@@ -19,15 +19,6 @@ def dumps(manifest: dict) -> str:
 
 def manifest_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def write_text(text: str, path: Path) -> str:
-    """Atomically write (a reader never sees half a file); returns the text's hash."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return manifest_hash(text)
 
 
 def graph_of(manifest: dict):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import manifest as mf
+from .atomic import write_text
 from .errors import InputError
 from .fileset import content_hash
 from .findings import Findings, Level
@@ -144,9 +145,7 @@ def _cached(cache: Path, catalog_hash: str, write_to: Path | None, need_manifest
 
 
 def _write(text: str, build_dir: Path) -> None:
-    target = build_dir / "manifest.json"
-    if not target.exists() or target.read_text(encoding="utf-8") != text:
-        mf.write_text(text, target)
+    write_text(build_dir / "manifest.json", text)
 
 
 def _store(cache: Path, catalog_hash: str, findings: Findings, text: str | None) -> None:
@@ -154,6 +153,6 @@ def _store(cache: Path, catalog_hash: str, findings: Findings, text: str | None)
     for old in [*cache.glob("result-*.json"), *cache.glob("manifest-*.json")]:
         old.unlink(missing_ok=True)
     if text is not None:
-        mf.write_text(text, cache / f"manifest-{catalog_hash}.json")
-    mf.write_text(json.dumps({"findings": [f.to_dict() for f in findings.items], "has_manifest": text is not None}),
-                  cache / f"result-{catalog_hash}.json")
+        write_text(cache / f"manifest-{catalog_hash}.json", text)
+    write_text(cache / f"result-{catalog_hash}.json",
+               json.dumps({"findings": [f.to_dict() for f in findings.items], "has_manifest": text is not None}))

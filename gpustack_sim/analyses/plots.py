@@ -7,6 +7,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from gpustack_compiler.atomic import write_atomic
+
 from .breakdown import Breakdown
 from .sweep import SweepResult
 
@@ -76,7 +78,7 @@ def estimate_png(step: Breakdown, cost: Breakdown, path: str | Path) -> None:
         bottom.text(0.5, 0.5, f"{cost.figure}: {cost.reason}"[:200], ha="center", va="center", wrap=True)
         bottom.set_axis_off()
     fig.tight_layout()
-    fig.savefig(path, format="png", metadata=METADATA)
+    write_atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", metadata=METADATA), make_dirs=False)
 
 
 def sweep_png(result: SweepResult, axes: list[str], path: str | Path) -> None:
@@ -95,4 +97,4 @@ def sweep_png(result: SweepResult, axes: list[str], path: str | Path) -> None:
     ax.set_title(f"{result.evaluated} layouts, {result.valid} valid; best by {result.objective}")
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    fig.savefig(path, format="png", metadata=METADATA)
+    write_atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", metadata=METADATA), make_dirs=False)

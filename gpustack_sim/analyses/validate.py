@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpustack_compiler.atomic import write_atomic
 from gpustack_compiler.errors import InputError
 
 from ..engine.facts import Facts
@@ -236,5 +237,6 @@ def plot(result: Validation, path: Path) -> None:
         ax.set_visible(False)
     fig.tight_layout()
     # No software version or date in the file: the same result gives the same bytes.
-    fig.savefig(path, format="png", dpi=100, metadata={"Software": None})
+    write_atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=100, metadata={"Software": None}),
+                 make_dirs=False)
     plt.close(fig)

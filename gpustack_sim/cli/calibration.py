@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpustack_compiler.manifest import write_text
+from gpustack_compiler.atomic import write_text
 
 from .app import JsonOpt, app, engine, out, pairs, settings
 
@@ -26,7 +26,7 @@ def calibrate_cmd(ctx: typer.Context,
         raise typer.BadParameter("give observation files or --data, not both")
     cal = engine(ctx).calibrate(data if data is not None else list(sources or []))
     target = out_path or settings(ctx).catalog / "presets" / "calibration.yaml"
-    write_text(cal.preset_text, target)
+    write_text(target, cal.preset_text)
     table, stats, digest = cal.rows, cal.stats, cal.data_sha256
     data_out = {"preset": str(target), **cal.to_dict()}
     lines = [f"{'id':<40}{'measured':>11}{'predicted':>11}{'error':>9}"]

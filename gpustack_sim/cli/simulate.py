@@ -56,13 +56,12 @@ def simulate_cmd(ctx: typer.Context,
             f"  {p['field']:<28} {fmt(p['value'], None, p['units'])}  <- {p['variable']} ({p['trace']})"
             for p in data["parameters"]]
     if out_dir is not None:
-        from ..datacenter.results import write_atomic
+        from gpustack_compiler.atomic import write_text
 
         result.write_parquet(out_dir / "events.parquet")
         result.write_power_parquet(out_dir / "power.parquet", power_resolution)
         result.write_timeline_png(out_dir / "timeline.png")
-        write_atomic(out_dir / "result.json",
-                lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"))
+        write_text(out_dir / "result.json", json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
         lines.append(f"wrote {out_dir}/result.json, events.parquet, power.parquet, timeline.png")
     out(data, "\n".join(lines), as_json)
 

@@ -5,13 +5,12 @@ never leaves half a file behind."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from gpustack_compiler.atomic import write_atomic
 from gpustack_compiler.errors import InputError
 
 from .events import NS_PER_S, to_ns
@@ -180,18 +179,3 @@ def _excluded(variants: list[JobParameters]) -> tuple[str, ...]:
             "node repair: the catalog has no repair time, so failed nodes are not repaired within the run (a "
             "replacement comes from the spares, or after cluster.sched.t_requeue without one)"]
     return tuple(out)
-
-
-
-def write_atomic(path: Path, write) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; an artifact is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise

@@ -238,7 +238,7 @@ def lock_problems(items: list[Loaded], lock: dict[str, str]) -> list[str]:
 def update_lock(path: Path, items: list[Loaded]) -> list[str]:
     """Add the ids not locked yet; refuse (InputError) if a locked observation changed or disappeared.
     Returns the ids added."""
-    from gpustack_compiler.manifest import write_text
+    from gpustack_compiler.atomic import write_text
 
     lock = read_lock(path)
     problems = lock_problems(items, lock)
@@ -248,7 +248,7 @@ def update_lock(path: Path, items: list[Loaded]) -> list[str]:
     if added:
         lock.update({i.obs.id: i.sha256 for i in items})
         text = json.dumps({"format": LOCK_FORMAT, "observations": dict(sorted(lock.items()))}, indent=2) + "\n"
-        write_text(text, path)
+        write_text(path, text)
     return added
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpustack_compiler.fileset import content_hash
 from gpustack_compiler.findings import Findings, Level
-from gpustack_compiler.manifest import write_text
+from gpustack_compiler.atomic import write_text
 
 
 def protocol_findings(catalog: Path, build: Path | None, catalog_result) -> Findings:
@@ -30,7 +30,7 @@ def protocol_findings(catalog: Path, build: Path | None, catalog_result) -> Find
     if cached is not None:
         for old in cached.parent.glob("protocols-*.json"):
             old.unlink(missing_ok=True)
-        write_text(json.dumps([f.to_dict() for f in out.items]), cached)
+        write_text(cached, json.dumps([f.to_dict() for f in out.items]))
     return out
 
 

@@ -61,11 +61,10 @@ def read_lock(directory: Path) -> dict[str, LockEntry]:
 
 
 def write_lock(directory: Path, entries: dict[str, LockEntry]) -> None:
-    from ..datacenter.results import write_atomic
+    from gpustack_compiler.atomic import write_text
 
     data = {"format": LOCK_FORMAT, "protocols": {k: entries[k].to_dict() for k in sorted(entries)}}
-    text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    write_atomic(directory / LOCK_NAME, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_text(directory / LOCK_NAME, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def differing_fields(old, new, path: str = "") -> list[str]:

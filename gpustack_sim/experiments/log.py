@@ -86,13 +86,9 @@ def _section(path: str, a: Artifact) -> list[str]:
 
 def write(ws: Workspace, target: Path) -> bool:
     """Regenerate the log; True if it changed."""
-    from ..datacenter.results import write_atomic
+    from gpustack_compiler.atomic import write_text
 
-    text = render(ws)
-    if target.is_file() and target.read_text(encoding="utf-8") == text:
-        return False
-    write_atomic(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-    return True
+    return write_text(target, render(ws))
 
 
 def stale(ws: Workspace, target: Path) -> bool:

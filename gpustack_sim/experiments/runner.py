@@ -162,13 +162,9 @@ def artifact_text(artifact: Artifact) -> str:
 
 def write_artifact(artifact: Artifact, path: Path) -> bool:
     """Write atomically (temporary file, then rename); True if an identical file was already there."""
-    from ..datacenter.results import write_atomic
+    from gpustack_compiler.atomic import write_text
 
-    text = artifact_text(artifact)
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return True
-    write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-    return False
+    return not write_text(path, artifact_text(artifact))
 
 
 def _observations(protocol: Protocol, stage: str, observations: Path | None, ws: Workspace) -> list[tuple[str, str]]:
