@@ -81,7 +81,8 @@ class Prepared:
 
 
 class Panel:
-    """Subclass per protocol: set `protocol_id` and `arms`, implement `prepare`, `replay` and `metrics`."""
+    """Subclass per protocol: set `protocol_id` and `arms`, implement `prepare`, `replay` and `metrics`. A
+    panel whose every metric waits on a capability names it in `missing` and implements nothing."""
 
     protocol_id: str = ""
     arms: tuple[str, ...] = ()
@@ -96,7 +97,7 @@ class Panel:
         raise NotImplementedError
 
     def metrics(self, state: Any, observations: Mapping[str, Sequence[dict]]) -> dict[str, MetricOutcome]:
-        raise NotImplementedError
+        return {}  # nothing resolved: the metrics are named unresolved by `missing`
 
     def observed(self, observations_dir: Path, metric_names: Sequence[str]) -> dict[str, MetricOutcome]:
         """Metrics from measured observations (stages above virtual). No panel analyses measurements yet."""

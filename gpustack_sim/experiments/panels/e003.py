@@ -17,8 +17,4 @@ SILENT_FAULTS = Capability(
 class E003(Panel):
     protocol_id = "E003"
     arms = ("uniform_rollback", "uniform_duplication", "semantic_fault_tolerance")
-
-    def metrics(self, state, observations):
-        return {}  # every metric is named unresolved by `missing`
-
     missing = (LEARNING_MODEL, SILENT_FAULTS)

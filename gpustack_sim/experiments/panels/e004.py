@@ -16,6 +16,3 @@ class E004(Panel):
     protocol_id = "E004"
     arms = ("best_static_topology", "independent_controllers", "fluid_topology")
     missing = (INFERENCE_SERVING, WORKLOAD_TRACES)
-
-    def metrics(self, state, observations):
-        return {}

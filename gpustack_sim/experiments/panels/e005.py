@@ -20,6 +20,3 @@ class E005(Panel):
     protocol_id = "E005"
     arms = ("uniform_cluster", "heterogeneous_fixed_architecture", "heterogeneous_codesign")
     missing = (HETEROGENEOUS_JOB, CAPABILITY_MODEL, LEARNING_MODEL)
-
-    def metrics(self, state, observations):
-        return {}

@@ -16,6 +16,3 @@ class E006(Panel):
     protocol_id = "E006"
     arms = ("power_capping_only", "request_shedding_only", "request_migration_only", "firm_grid_response")
     missing = (INFERENCE_SERVING, GRID_EVENTS, POWER_RESPONSE)
-
-    def metrics(self, state, observations):
-        return {}
