@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,6 +132,22 @@ def neo4j_session(tmp_path_factory) -> Iterator[tuple[Neo4jDB | None, str | None
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium through Playwright (never Playwright's own download)."""
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"no Chromium at {chromium} (.ci/run installs Debian's chromium)")
+        pytest.skip("no Chromium (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield b
+        b.close()
 
 
 @pytest.fixture(scope="session")

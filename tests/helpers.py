@@ -210,9 +210,9 @@ def free_port() -> int:
 
 class LocalServer:
     """A Neo4j started by the tests with private state, data and port (the launcher build is shared);
-    no HTTP: the tests speak Bolt only, and the Browser's server costs start-up time."""
+    HTTP (the Browser) only when a test asks for it: it costs start-up time."""
 
-    def __init__(self, root: Path, **start_args):
+    def __init__(self, root: Path, http: bool = False, **start_args):
         from gpustack_compiler.neo4j import server as srv
 
         self.srv = srv
@@ -225,7 +225,7 @@ class LocalServer:
         self.bolt = free_port()
         # the server keeps its pid and state files in GPUSTACK_CACHE_DIR: a private one
         with env_vars(GPUSTACK_CACHE_DIR=str(self.cache), GPUSTACK_NEO4J_JVM_OPTS=TEST_JVM_OPTS):
-            self.status = srv.start(bolt_port=self.bolt, http_port=None, data_dir=root / "data",
+            self.status = srv.start(bolt_port=self.bolt, http_port=free_port() if http else None, data_dir=root / "data",
                                     **start_args)
         self.uri = self.status["bolt_uri"]
 

@@ -6,8 +6,6 @@ changes a value. A screenshot of each page is written under build/observatory-sc
 from __future__ import annotations
 
 import io
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,6 @@ from gpustack_sim import Engine
 from gpustack_sim.observatory import build_site
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = ROOT / "build" / "observatory-screenshots"
 RUN = ROOT / "runs" / "llama70b_1024xh100.yaml"
 
@@ -32,20 +29,6 @@ def site(engine, tmp_path_factory):
     report = build_site(engine, out, runs=sorted((ROOT / "runs").glob("*.yaml")), simulate_runs=[RUN],
                         experiments=ROOT / "experiments", replications=2, samples=2000, home=ROOT)
     return out, report
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).is_file():
-        if os.environ.get("CI"):
-            pytest.fail(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
-        pytest.skip("no Chromium (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 class Page:

@@ -10,7 +10,10 @@ Graph model (data flows along the arrows)::
     (:Build {manifest_hash, catalog_hash, compiled_at, catalog_commit, ...})   one per compile
     (:Table {name, json})   every other top-level part of the manifest (units, presets, variant keys, ...)
 
-plus the labels `:Root` and `:Leaf` on variables. Every node and relationship carries the marker
+plus, on variables, the labels `:Root` and `:Leaf`, `:Sys_<system>` (the Browser style colours by system)
+and on roots `:Debt1`, `:Debt10` or `:Debt100` (root debt, the number of variables downstream, at least
+1, 10 or 100: GraSS sizes by label, not by property), and the properties `short` (the name without
+its system prefix) and `root_debt`. Every node and relationship carries the marker
 property `gpustack_load` (the id of the compile that wrote it); nodes without it are foreign.
 
 The tables make the graph a complete source: the engine reads them back (Neo4jSource.tables) instead
@@ -41,7 +44,7 @@ from pathlib import Path
 
 from .. import manifest as mf
 from ..errors import InfrastructureError, InputError
-from ..source import GRAPH_PARTS
+from ..source import GRAPH_PARTS, root_meta
 from .conn import (MARKER, Neo4jSettings, driver, query, relation_kind_labels, render, statements,
                    translate)
 
@@ -60,7 +63,6 @@ class Plan:
     load: str
     nodes: list[tuple[str, list[dict]]] = field(default_factory=list)       # (label, rows)
     relations: list[tuple[str, list[dict]]] = field(default_factory=list)   # (kind label, rows)
-    labels: list[tuple[str, str, list[str]]] = field(default_factory=list)  # (node label, extra label, names)
     edges: list[tuple[str, list[dict]]] = field(default_factory=list)  # (type, [{a: (label, name), b, props}])
     build: dict = field(default_factory=dict)
 
@@ -111,6 +113,20 @@ def _expression_text(rel: dict) -> str:
     return "; ".join(f"{k}: {v}" for k, v in parts.items())
 
 
+DEBT_STEPS = (100, 10, 1)
+
+
+def extra_labels(variable: dict, root_debt: int | None) -> list[str]:
+    """The labels a variable carries besides `:Variable`: the Browser style's selectors."""
+    labels = [label for label, flag in (("Root", "is_root"), ("Leaf", "is_leaf")) if variable.get(flag)]
+    if variable.get("system"):
+        labels.append(f"Sys_{variable['system']}")
+    step = next((s for s in DEBT_STEPS if (root_debt or 0) >= s), None)
+    if variable.get("is_root") and step:
+        labels.append(f"Debt{step}")
+    return labels
+
+
 def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> Plan:
     """Parameter rows for every statement of the load; raises LoadError on a dangling edge."""
     load = load or uuid.uuid4().hex
@@ -124,11 +140,15 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
     p.nodes.append(("Reference", [{"name": k, "props": _clean({**{x: y for x, y in r.items()}, "name": k, "key": k,
                                                                MARKER: load})}
                                   for k, r in sorted(references.items())]))
+    prefixes = {name: s.get("prefix") for name, s in systems.items()}
+    debt = {r.name: r.weight for r in mf.graph_of(manifest).root_debt(root_meta(variables, None))}
     var_rows = []
     for n, v in sorted(variables.items()):
         root = v.get("root") or {}
-        var_rows.append({"name": n, "props": _clean({
-            "name": n, "system": v.get("system"), "units": v.get("units"), "scale": v.get("scale"),
+        prefix = prefixes.get(v.get("system"))
+        var_rows.append({"name": n, "labels": extra_labels(v, debt.get(n)), "props": _clean({
+            "name": n, "short": n[len(prefix) + 1:] if prefix and n.startswith(prefix + ".") else n,
+            "root_debt": debt.get(n), "system": v.get("system"), "units": v.get("units"), "scale": v.get("scale"),
             "dimension": dimension_text(v.get("dimension") or {}, order), "description": v.get("description"),
             "symbol": v.get("symbol"), "quantity": v.get("quantity"), "assumptions": v.get("assumptions") or [],
             "bounds": v.get("bounds"), "references": v.get("references") or [], "is_root": bool(v.get("is_root")),
@@ -166,9 +186,6 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
     # Keys sorted as in build/manifest.json: some outputs follow a table's key order (a preset's targets).
     p.nodes.append(("Table", [{"name": k, "props": {"name": k, "json": _record(v), MARKER: load}}
                               for k, v in sorted(manifest.items()) if k not in GRAPH_PARTS]))
-
-    p.labels.append(("Variable", "Root", [n for n, v in sorted(variables.items()) if v.get("is_root")]))
-    p.labels.append(("Variable", "Leaf", [n for n, v in sorted(variables.items()) if v.get("is_leaf")]))
 
     def label_of(name: str, where: str) -> str:
         if name in variables:
@@ -339,8 +356,6 @@ def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress 
         kinds = tuple(relation_kind_labels().values())
         for kind, rows in p.relations:
             run(f"Relation:{kind}", render("load_relations", kind=kind, kinds=kinds), rows, label="Relation")
-        for node, label, names in p.labels:
-            run(f"{node}:{label}", render("load_label", node=node, label=label), names, key="names")
         for rel_type, rows in p.edges:
             try:
                 by_id = [{"a": ids[row["a"]], "b": ids[row["b"]], "props": row["props"]} for row in rows]

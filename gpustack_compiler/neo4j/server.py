@@ -59,6 +59,7 @@ PASSWORD_ENV = "GPUSTACK_NEO4J_PASSWORD"
 MIN_PASSWORD_LENGTH = 8  # Neo4j's dbms.security.auth_minimum_password_length default
 
 _MAIN_CLASS = "gpustack.neo4j.Launcher"
+BROWSER_FILES = Path(__file__).resolve().parent / "browser"  # gpustack.grass and guide.html, served at /gpustack/
 _READY = "NEO4J_LAUNCHER_READY"
 _FAILED = "NEO4J_LAUNCHER_FAILED"
 _LAUNCHER_PASSWORD_ENV = "NEO4J_LAUNCHER_PASSWORD"  # read by Launcher.java
@@ -562,6 +563,7 @@ def start(
             "--auth" if auth else "--no-auth",
             "--pagecache", pagecache,
             "--password-env", _LAUNCHER_PASSWORD_ENV,
+            "--browser-files", str(BROWSER_FILES),
         ]  # fmt: skip
         env = dict(os.environ)
         env.pop(_LAUNCHER_PASSWORD_ENV, None)

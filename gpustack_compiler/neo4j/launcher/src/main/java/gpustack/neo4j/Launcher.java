@@ -16,6 +16,8 @@ import org.neo4j.graphdb.GraphDatabaseService;
 import org.neo4j.kernel.internal.Version;
 import org.neo4j.server.CommunityBootstrapper;
 
+import gpustack.neo4j.files.BrowserFiles;
+
 /**
  * Starts a local Neo4j Community server (Bolt + HTTP + Neo4j Browser) in this JVM, using
  * Neo4j's own {@link CommunityBootstrapper} (the same code path as {@code neo4j console}).
@@ -23,12 +25,15 @@ import org.neo4j.server.CommunityBootstrapper;
  * <pre>
  * java -Xmx1g --add-opens=... -cp 'target/classes:lib/*' gpustack.neo4j.Launcher \
  *      --data-dir DIR [--bolt-port 7687] [--http-port 7474] [--auth|--no-auth]
- *      [--password-env NAME | --password PW] [--pagecache 256m] [--set key=value ...]
+ *      [--password-env NAME | --password PW] [--pagecache 256m] [--browser-files DIR]
+ *      [--set key=value ...]
  * </pre>
  *
  * DIR becomes the Neo4j home: databases in DIR/data, Neo4j's logs in DIR/logs, and an
  * optional DIR/conf/neo4j.conf is read (the options above win over it). Everything listens
- * on 127.0.0.1 only. Once Bolt accepts connections one line starting with {@link #READY}
+ * on 127.0.0.1 only. With {@code --browser-files DIR} (which must hold {@code gpustack.grass} and
+ * {@code guide.html}) the HTTP server also serves those two files at {@code /gpustack/}, and Browser
+ * applies the style and plays the guide as soon as it connects. Once Bolt accepts connections one line starting with {@link #READY}
  * is printed on stdout. SIGTERM/SIGINT shut the DBMS down cleanly (the bootstrapper's
  * shutdown hook).
  */
@@ -49,6 +54,7 @@ public final class Launcher {
         String password = null;
         String passwordEnv = DEFAULT_PASSWORD_ENV;
         String pagecache = "256m";
+        Path browserFiles = null;
         Map<String, String> extra = new LinkedHashMap<>();
 
         for (int i = 0; i < args.length; i++) {
@@ -62,6 +68,7 @@ public final class Launcher {
                 case "--password" -> password = value(args, ++i, a);
                 case "--password-env" -> passwordEnv = value(args, ++i, a);
                 case "--pagecache" -> pagecache = value(args, ++i, a);
+                case "--browser-files" -> browserFiles = Paths.get(value(args, ++i, a)).toAbsolutePath();
                 case "--set" -> {
                     String kv = value(args, ++i, a);
                     int eq = kv.indexOf('=');
@@ -73,7 +80,7 @@ public final class Launcher {
                 case "-h", "--help" -> {
                     out.println("usage: Launcher --data-dir DIR [--bolt-port 7687] [--http-port 7474 (0 = off)]"
                             + " [--auth|--no-auth] [--password-env NAME | --password PW]"
-                            + " [--pagecache 256m] [--set neo4j.setting=value]...");
+                            + " [--pagecache 256m] [--browser-files DIR] [--set neo4j.setting=value]...");
                     return;
                 }
                 default -> fail(out, 2, "unknown argument: " + a);
@@ -114,6 +121,15 @@ public final class Launcher {
         // per stop); a local server has nothing to drain, so stop promptly.
         cfg.put("internal.dbms.bolt.netty_server_shutdown_quiet_period", "0");
         cfg.put("internal.dbms.bolt.netty_server_shutdown_timeout", "5s");
+        if (browserFiles != null && httpPort > 0) {
+            System.setProperty(BrowserFiles.FOLDER, browserFiles.toString());
+            String files = "http://" + LISTEN + ":" + httpPort + "/gpustack/";
+            cfg.put("server.unmanaged_extension_classes", "gpustack.neo4j.files=/gpustack");
+            // Browser fetches them without credentials, also when auth is on; they are public files.
+            cfg.put("dbms.security.http_auth_allowlist", "/,/browser.*,/gpustack/.*");
+            cfg.put("browser.remote_content_hostname_whitelist", LISTEN + ",localhost,guides.neo4j.com");
+            cfg.put("browser.post_connect_cmd", "style " + files + "gpustack.grass; play " + files + "guide.html");
+        }
         cfg.putAll(extra);
 
         Path confFile = home.resolve("conf").resolve("neo4j.conf");
