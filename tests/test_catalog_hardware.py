@@ -6,10 +6,11 @@ import math
 
 import pytest
 
-from helpers import Engine
+from helpers import REPO, Engine
 
 
-@pytest.mark.parametrize("preset,datasheet", [("gpu_h100_sxm", 989.4e12), ("gpu_a100_sxm", 312e12)])
+@pytest.mark.parametrize("preset,datasheet", [("gpu_h100_sxm", 989.4e12), ("gpu_a100_sxm", 312e12),
+                                              ("gpu_h800_sxm", 989.4e12), ("gpu_h200_sxm", 989.4e12)])
 def test_bf16_dense_peak_derived_from_sms_rate_and_clock(real_engine: Engine, preset: str, datasheet: float) -> None:
     res = real_engine.resolve("gpu.peak_flops", [preset], variants=["gpu.peak_flops=derived"])
     assert res.missing == {}
@@ -30,6 +31,83 @@ def test_hbm3_bandwidth_from_stacks_bus_and_data_rate(real_engine: Engine) -> No
     res = real_engine.resolve("mem.hbm.bandwidth", ["gpu_h100_sxm"], variants=["mem.hbm.bandwidth=derived"])
     assert res.missing == {} and abs(res.value - 3.35e12) / 3.35e12 < 0.02
     assert "mem.hbm.bandwidth.derived" in {s.relation for s in res.trace}
+
+
+# Vendor figures per GPU preset, typed in from the datasheets independently of the catalog: dense BF16 peak
+# (FLOP/s), HBM bandwidth (B/s) and HBM capacity (B). A GPU preset added without a row here fails below.
+GPU_DATASHEETS = {
+    "gpu_a100_sxm": (312e12, 2.039e12, 80 * 2**30),
+    "gpu_h100_sxm": (989.4e12, 3.35e12, 80 * 2**30),
+    "gpu_h800_sxm": (989.4e12, 3.35e12, 80 * 2**30),
+    "gpu_h200_sxm": (989.4e12, 4.8e12, 141e9),
+    "gpu_b200": (2250e12, 8e12, 180e9),
+    "gpu_mi300x": (1307.4e12, 5.3e12, 192 * 2**30),
+}
+
+
+def test_every_gpu_preset_is_listed_and_sourced(real_engine: Engine) -> None:
+    presets = real_engine.manifest["presets"]
+    assert {n for n in presets if n.startswith("gpu_")} == set(GPU_DATASHEETS)
+    assert all(presets[n]["provenance"] == "sourced" for n in GPU_DATASHEETS)
+
+
+@pytest.mark.parametrize("preset", sorted(GPU_DATASHEETS))
+def test_gpu_preset_peak_bandwidth_and_capacity_match_the_datasheet(real_engine: Engine, preset: str) -> None:
+    peak, bandwidth, capacity = GPU_DATASHEETS[preset]
+    assert real_engine.value("gpu.peak_flops", [preset]) == pytest.approx(peak, rel=0.01)
+    assert real_engine.value("mem.hbm.bandwidth", [preset]) == pytest.approx(bandwidth, rel=0.02)
+    assert real_engine.value("mem.hbm.capacity", [preset]) == pytest.approx(capacity, rel=0.01)
+
+
+def test_hopper_l2_bandwidth_resolves_from_the_preset_and_exceeds_hbm(real_engine: Engine) -> None:
+    # Issue 15: no H100-class run may need an unsourced L2 assignment. 5120 B/clk at the 1.83 GHz boost clock.
+    for preset in ("gpu_h100_sxm", "gpu_h800_sxm", "gpu_h200_sxm"):
+        l2 = real_engine.value("mem.l2.bandwidth", [preset], variants=["mem.l2.bytes_per_clk=datasheet"])
+        assert l2 == pytest.approx(5120 * 1.83e9, rel=1e-6)
+        assert l2 > real_engine.value("mem.hbm.bandwidth", [preset])
+
+
+def test_h800_node_has_less_than_half_the_h100_nvlink_and_nvl72_one_72_gpu_domain(real_engine: Engine) -> None:
+    h100 = real_engine.value("link.nvlink.bw_per_direction", ["dgx_h100_node"])
+    h800 = real_engine.value("link.nvlink.bw_per_direction", ["hgx_h800_node"])
+    assert (h100, h800) == (pytest.approx(450), pytest.approx(200))  # GB/s per direction
+    assert real_engine.value("cluster.scaleup.domain_size", ["gb200_nvl72_rack"]) == 72
+    assert real_engine.value("cluster.scaleup.domain_size", ["hgx_b200_node"]) == 8
+    # The rack's GPUs are the 1,200 W GB200 variant: applied after gpu_b200 it replaces the HGX figures.
+    assert real_engine.value("gpu.peak_flops", ["gpu_b200", "gb200_nvl72_rack"]) == pytest.approx(2.5e15)
+    assert real_engine.value("mem.hbm.capacity", ["gpu_b200", "gb200_nvl72_rack"]) == \
+        pytest.approx(186e9)
+
+
+README_RUN = "runs/llama70b_1024xh100.yaml"
+SITE = "cluster_dgx_superpod_h100_4su, pcie_gen5_x16_protocol_efficiency, storage_netapp_beegfs_ef600"
+
+
+def run_step(engine: Engine, hardware: str):
+    run = engine.load_run(REPO / README_RUN, [f"hardware=[{hardware}, infiniband_ndr_fat_tree, {SITE}]"])
+    return engine.resolver.resolve("training.t_step", engine.run_scenario(run))
+
+
+def test_readme_run_on_h800_resolves_and_its_tp_all_reduce_is_slower_than_on_h100(real_engine: Engine) -> None:
+    h100 = run_step(real_engine, "gpu_h100_sxm, dgx_h100_node")
+    h800 = run_step(real_engine, "gpu_h800_sxm, hgx_h800_node")
+    assert h100.missing == {} and h800.missing == {}
+    assert h800.value > h100.value  # same chip, 400 instead of 900 GB/s NVLink under tp = 8
+
+
+@pytest.mark.parametrize("hardware,unsourced", [
+    ("gpu_b200, hgx_b200_node", {"gpu.clock.boost_datasheet", "mem.l2.bytes_per_clk_datasheet"}),
+    ("gpu_b200, gb200_nvl72_rack", {"gpu.clock.boost_datasheet", "mem.l2.bytes_per_clk_datasheet",
+                                    "cluster.node.n_nic_ports"})])
+def test_blackwell_runs_name_exactly_the_figures_the_sources_do_not_give(real_engine: Engine, hardware: str,
+                                                                          unsourced: set) -> None:
+    res = run_step(real_engine, hardware)
+    assert set(res.missing) == unsourced
+    supplied = {"gpu.clock.boost_datasheet": "1.8 GHz", "mem.l2.bytes_per_clk_datasheet": "5120 B",
+                "cluster.node.n_nic_ports": "4"}
+    run = real_engine.load_run(REPO / README_RUN, [f"hardware=[{hardware}, infiniband_ndr_fat_tree, {SITE}]"])
+    run = run.with_extras([], {k: v for k, v in supplied.items() if k in unsourced}, {}, [])
+    assert real_engine.resolver.resolve("training.t_step", real_engine.run_scenario(run)).missing == {}
 
 
 def test_euv_source_wavelength(real_engine: Engine) -> None:

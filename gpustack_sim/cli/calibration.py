@@ -56,7 +56,7 @@ def validate_cmd(ctx: typer.Context,
                                                       "observations in data/observations)."),
                  preset: list[str] = typer.Option([], "--preset", help="Preset applied to every row after its own."),
                  assign: list[str] = typer.Option([], "--assign", help="NAME=VALUE for every row, e.g. "
-                                                  "mem.l2.bytes_per_clk_datasheet='5120 B'."),
+                                                  "link.inter.cable_length='100 m'."),
                  samples: int = typer.Option(2000, "--samples", min=2, help="Monte Carlo samples per row."),
                  seed: int = typer.Option(0, "--seed"),
                  plot: Path = typer.Option(None, "--plot", help="Write predicted against measured, with "
