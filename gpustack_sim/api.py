@@ -164,14 +164,19 @@ class Engine:
 
         return serve_estimate(self.resolver, self.scenarios, self.facts, run, samples, seed, list(sample))
 
-    def sweep(self, run: RunSpec, grid: Mapping[str, Sequence], objective: str = "tokens_per_sec",
+    def sweep(self, run: RunSpec | ServeRunSpec, grid: Mapping[str, Sequence], objective: str | None = None,
               top: int = 10) -> SweepResult:
         """Every layout on the grid (axis -> values, as text or as a run file writes them), invalid ones
-        counted by reason, valid ones ranked by `objective` (axes and objectives: catalog/bindings/)."""
+        counted by reason, valid ones ranked by `objective` (axes and objectives: catalog/bindings/; by default
+        tokens_per_sec for a training run, cost_per_output_token for a serving run)."""
+        grid = {k: list(v) for k, v in grid.items()}
+        if isinstance(run, ServeRunSpec):
+            from .analyses.serve_sweep import serve_sweep
+
+            return serve_sweep(self.resolver, self.scenarios, self.facts, run, grid, objective, top)
         from .analyses.sweep import sweep
 
-        return sweep(self.resolver, self.scenarios, self.facts, run, {k: list(v) for k, v in grid.items()},
-                     objective, top)
+        return sweep(self.resolver, self.scenarios, self.facts, run, grid, objective or "tokens_per_sec", top)
 
     def calibrate(self, data: str | Path | Sequence[str | Path] = ()) -> Calibration:
         """Fit the calibration parameters (nothing is written): to calibration observations (files or
