@@ -8,6 +8,7 @@ A serving run file says `kind: serving`; run files without it are training runs 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Literal
 
@@ -58,15 +59,18 @@ class Workload(_Strict):
 
     @model_validator(mode="after")
     def _one_load_shape(self) -> "Workload":
-        if self.load_curve is not None:
-            if self.mean_to_peak is not None:
-                raise ValueError("give `mean_to_peak` or `load_curve`, not both")
-            if min(self.load_curve) < 0 or max(self.load_curve) <= 0:
-                raise ValueError("`load_curve` values are non-negative with a positive peak")
-            ratio = sum(self.load_curve) / len(self.load_curve) / max(self.load_curve)
-            object.__setattr__(self, "mean_to_peak", ratio)
-        elif self.mean_to_peak is None:
-            raise ValueError("give `mean_to_peak` or `load_curve`")
+        if self.load_curve is None:
+            if self.mean_to_peak is None:
+                raise ValueError("give `mean_to_peak` or `load_curve`")
+            return self
+        if min(self.load_curve) < 0 or max(self.load_curve) <= 0:
+            raise ValueError("`load_curve` values are non-negative with a positive peak")
+        ratio = sum(self.load_curve) / len(self.load_curve) / max(self.load_curve)
+        if self.mean_to_peak is not None and not math.isclose(self.mean_to_peak, ratio, rel_tol=1e-12):
+            raise ValueError(f"mean_to_peak = {self.mean_to_peak:g} but the load curve's mean over its peak is "
+                             f"{ratio:.6g}; give one of them")
+        # The curve's ratio is what the catalog reads (serve.load.mean_to_peak); a dump keeps both, consistent.
+        object.__setattr__(self, "mean_to_peak", ratio)
         return self
 
 
