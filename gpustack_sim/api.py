@@ -119,8 +119,7 @@ class Engine:
 
     def run_scenario(self, run: RunSpec | ServeRunSpec) -> Scenario:
         """The scenario a run file describes, through the catalog's run-field (or serving-field) bindings."""
-        fields = self.facts.serving.fields if isinstance(run, ServeRunSpec) else self.facts.run_fields
-        return fields.scenario(self.scenarios, run)
+        return self.facts.fields_for(run).scenario(self.scenarios, run)
 
     # ---- analyses --------------------------------------------------------------------------
     def resolve(self, target: str, scenario: Scenario | None = None, *, fallback_on_invalid: bool = False,

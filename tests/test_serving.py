@@ -105,8 +105,8 @@ def test_queueing_and_speculation_follow_their_references(engine: Engine, llama:
     rho = lam / mu
     # M/M/1: P(W > t) = rho exp(-(mu - lambda) t) (Gross et al. Section 2.2).
     assert resolve(engine, llama, "serve.queue.wait_p99") == pytest.approx(math.log(100 * rho) / (mu - lam), rel=1e-9)
-    spec = llama.model_copy(update={"speculative": {"draft_tokens": 4, "acceptance": 0.75, "draft_cost": 0.05}})
-    spec = ServeRunSpec.model_validate(spec.model_dump())
+    spec = ServeRunSpec.model_validate({**llama.model_dump(), "speculative": {"draft_tokens": 4, "acceptance": 0.75,
+                                                                              "draft_cost": 0.05}})
     alpha, gamma, c = 0.75, 4, 0.05
     tokens = (1 - alpha ** (gamma + 1)) / (1 - alpha)  # Leviathan et al. Equation 1
     assert resolve(engine, spec, "serve.spec.tokens_per_step") == pytest.approx(tokens)

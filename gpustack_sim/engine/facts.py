@@ -129,6 +129,12 @@ class Facts:
                        [(f["label"], f["variable"]) for f in t["figures"]], tuple(requirements),
                        {k: Objective(o["variable"], o["best"]) for k, o in t["objectives"].items()})
 
+    def fields_for(self, run) -> RunFields:
+        """The field bindings of a run: serving ones for a serving run file, else the training ones."""
+        from .serve_run import ServeRunSpec
+
+        return self.serving.fields if isinstance(run, ServeRunSpec) else self.run_fields
+
     @cached_property
     def parameters(self) -> tuple[Parameter, ...]:
         return tuple(Parameter(p["key"], tuple(p["roots"]), p["initial"], p["low"], p["high"])

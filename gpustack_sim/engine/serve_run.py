@@ -31,6 +31,8 @@ class ServeEngine(_Strict):
     block_tokens: Annotated[int, Field(ge=1, description="Tokens per KV cache block [block_size].")] = 16
     memory_utilization: Annotated[float, Field(gt=0, le=1, description=(
         "Share of HBM the engine may use [gpu_memory_utilization].")) ] = 0.9
+    max_sequences: Annotated[int, Field(ge=1, description=(
+        "Most sequences per iteration [max_num_seqs]; vLLM's default 256.")) ] = 256
     chunk_tokens: Annotated[int, Field(ge=1, description=(
         "Prompt tokens per iteration under chunked prefill [max_num_batched_tokens].")) ]
 
