@@ -206,3 +206,25 @@ def test_sweep_ranks_serving_layouts_by_cost(engine: Engine, llama: ServeRunSpec
 def test_serving_run_is_refused_where_a_training_run_is_needed(real_build: Path) -> None:
     res = gp(real_build, "simulate", str(LLAMA))
     assert res.returncode == 2 and "serving run file" in res.stderr
+
+
+OBSERVATIONS = REPO / "data" / "observations" / "azure_vllm_llama31_70b_h100.yaml"
+
+
+def test_validate_scores_serving_evaluation_rows(engine: Engine) -> None:
+    result = engine.validate(OBSERVATIONS, samples=50)
+    panel = result.panels["azure_vllm_llama31_70b_fp8"]
+    assert panel["n"] == 6 and panel["unresolved"] == 0
+    assert panel["targets"] == ["serve.throughput.total_fleet"] and panel["mape"] > 0
+    for row in result.rows:
+        assert row["error"] == pytest.approx((row["predicted"] - row["measured"]) / row["measured"])
+
+
+def test_bad_inline_serving_run_in_an_observation(tmp_path: Path, real_build: Path) -> None:
+    text = OBSERVATIONS.read_text().replace("layout: {tp: 8, pp: 1, replicas: 1}", "layout: {tp: 0, pp: 1, replicas: 1}", 1)
+    path = tmp_path / "bad_obs.yaml"
+    path.write_text(text)
+    res = gp(real_build, "validate", str(path))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {path}:") and "layout.tp" in lines[0], res.stderr

@@ -91,8 +91,8 @@ class Assumption(_Strict):
     def _a_run_field(self) -> "Assumption":
         top = self.field.split(".")[0]
         if top not in RunSpec.model_fields and top not in ServeRunSpec.model_fields:
-            raise ValueError(f"`{self.field}` is not a field of a run (schemas/run.schema.json, "
-                             "schemas/serve_run.schema.json)")
+            raise ValueError(f"`{self.field}` is not a field of the run (schemas/run.schema.json, or "
+                             "schemas/serve_run.schema.json for a serving run)")
         return self
 
 
