@@ -38,7 +38,7 @@ class Figure:
     error: str | None = None
     relations: int = 0
     leaves_out: dict[str, str] = field(default_factory=dict)  # "variable=variant" -> what it does not count
-    violated: dict[str, str] = field(default_factory=dict)  # constraint or validity condition -> its detail
+    violated: dict[str, str] = field(default_factory=dict)  # violated constraint or validity condition -> detail
 
     def to_dict(self) -> dict:
         out = {"label": self.label, "target": self.target, "units": self.units, "value": self.value,
@@ -113,7 +113,8 @@ def _estimate(resolver: Resolver, scenarios: ScenarioBuilder, fields: RunFields,
             fig.relations = sum(1 for s in res.trace if s.relation)
             fig.interval = bands.get(target)
             fig.leaves_out = _boundaries(resolver, res, known)
-            fig.violated = {c.name: c.detail for c in res.violated}
+            # Relations and their validity conditions, not a variable's declared sign or bounds.
+            fig.violated = {c.name: c.detail for c in res.violated if c.kind in ("constraint", "validity")}
         figures.append(fig)
     memory = _memory(point, resolver, mem) if mem is not None else {"status": "unknown"}
     return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,

@@ -115,13 +115,11 @@ def estimate_lines(est: Estimate) -> list[str]:
     if boundaries:
         lines.append("not counted (definitions chosen by the presets that leave something out):")
         lines.extend(f"  {what} [{choice}]: in {', '.join(labels)}" for (choice, what), labels in sorted(boundaries.items()))
-    violated: dict[tuple[str, str], list[str]] = {}
-    for f in est.figures:
-        for name, detail in f.violated.items():
-            violated.setdefault((name, detail), []).append(f.label)
+    violated = sorted({item for f in est.figures for item in f.violated.items()})
     if violated:
+        # Which figures rest on each is in the --json output (figures[].violated).
         lines.append("VIOLATED (constraints and validity conditions; the figures that rest on them do not hold):")
-        lines.extend(f"  {name}: {detail}; in {', '.join(labels)}" for (name, detail), labels in sorted(violated.items()))
+        lines.extend(f"  {name}: {detail}" for name, detail in violated)
     missing: dict[str, set] = {}
     for f in est.figures:
         for name, meta in f.missing.items():
