@@ -21,7 +21,7 @@ from ..engine.facts import Facts
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.scenario import ScenarioBuilder
 from ..engine.serve_run import ServeRunSpec
-from .sweep import SweepResult, grid_columns, layout_column, shown
+from .sweep import SweepResult, grid_columns, layout_column, ranked, shown, tally
 from .uncertainty import STAGE_LIMIT, vectorize_resolution
 
 DEFAULT_OBJECTIVE = "cost_per_output_token"
@@ -75,16 +75,9 @@ def serve_sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, ru
             ok = {"at_most": have <= limit, "at_least": have >= limit, "below": have < limit}[r.kind]
             reasons.append((r.label, ~ok))
     reasons.append(("model undefined (non-finite objective)", ~np.isfinite(values[target])))
-    valid = np.ones(n, dtype=bool)
-    rejected: dict[str, int] = {}
-    for reason, mask in reasons:
-        new = mask & valid
-        if new.any():
-            rejected[reason] = int(new.sum())
-        valid &= ~mask
+    valid, rejected = tally(reasons, n)
     score = values[target] / resolver.variable(target).scale
-    order = np.flatnonzero(valid)
-    order = order[np.argsort(-score[order] if best == "max" else score[order], kind="stable")][:top]
+    order = ranked(valid, score, best, top)
     gpus = column("layout.tp") * column("layout.pp") * column("layout.replicas")
     rows = [{**{k: shown(columns[b.field][i], None) for k, b in axes.items()}, objective: float(score[i]),
              "gpus": int(gpus[i])} for i in order]

@@ -107,6 +107,19 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
                 values[name] = np.broadcast_to(np.asarray(fn(*arrays), dtype=float), (n,))
     reasons = _rejections(run, fields.value(run, "model.kv_heads"), column, values[mem.per_gpu],
                           values[mem.capacity], values[target])
+    valid, rejected = tally(reasons, n)
+    score = values[target] / resolver.variable(target).scale
+    order = ranked(valid, score, best, top)
+    names_of = {k: {coded(b, key): key for key in b.values} for k, b in axes.items() if b.read == "enumeration"}
+    rows = [{**{k: shown(columns[b.field][i], names_of.get(k)) for k, b in axes.items()},
+             objective: float(score[i]),
+             "memory_per_gpu_GB": float(values[mem.per_gpu][i] / 8e9)} for i in order]
+    return SweepResult(objective, target, resolver.variable(target).units, n, int(valid.sum()),
+                       rejected, rows, time.perf_counter() - start, notes)
+
+
+def tally(reasons: list[tuple[str, np.ndarray]], n: int) -> tuple[np.ndarray, dict[str, int]]:
+    """The valid layouts, and the rejected ones counted under the first reason that rejects each."""
     valid = np.ones(n, dtype=bool)
     rejected: dict[str, int] = {}
     for reason, mask in reasons:
@@ -114,16 +127,13 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
         if new.any():
             rejected[reason] = int(new.sum())
         valid &= ~mask
-    scale = resolver.variable(target).scale
-    score = values[target] / scale
+    return valid, rejected
+
+
+def ranked(valid: np.ndarray, score: np.ndarray, best: str, top: int) -> np.ndarray:
+    """Indices of the `top` valid layouts, best first (ties in grid order)."""
     order = np.flatnonzero(valid)
-    order = order[np.argsort(-score[order] if best == "max" else score[order], kind="stable")][:top]
-    names_of = {k: {coded(b, key): key for key in b.values} for k, b in axes.items() if b.read == "enumeration"}
-    rows = [{**{k: shown(columns[b.field][i], names_of.get(k)) for k, b in axes.items()},
-             objective: float(score[i]),
-             "memory_per_gpu_GB": float(values[mem.per_gpu][i] / 8e9)} for i in order]
-    return SweepResult(objective, target, resolver.variable(target).units, n, int(valid.sum()),
-                       rejected, rows, time.perf_counter() - start, notes)
+    return order[np.argsort(-score[order] if best == "max" else score[order], kind="stable")][:top]
 
 
 def grid_columns(axes: dict[str, FieldBinding], grid: dict[str, list], coded, scenario: Scenario) -> dict[str, np.ndarray]:

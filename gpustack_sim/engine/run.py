@@ -68,7 +68,18 @@ class KernelSpec(_Strict):
     fp32_logits: Annotated[bool, Field(description="Logits cast to FP32 for the loss (Megatron-LM).")] = True
 
 
-class RunSpec(_Strict):
+class _Extendable(_Strict):
+    """What every run file shares after its own sections: further presets, modes, variants, assignments."""
+
+    def with_extras(self, presets: Sequence[str] = (), assign: Mapping[str, str | float] | None = None,
+                    variants: Mapping[str, str] | None = None, modes: Sequence[str] = ()):
+        """The run with additions applied after the run file's own (presets, assignments, variants, modes)."""
+        return self.model_copy(update={
+            "presets": [*self.presets, *presets], "modes": [*self.modes, *modes],
+            "assign": {**self.assign, **(assign or {})}, "variants": {**self.variants, **(variants or {})}})
+
+
+class RunSpec(_Extendable):
     """The run file (schemas/run.schema.json)."""
 
     name: Annotated[str, Field(min_length=1)]
@@ -95,13 +106,6 @@ class RunSpec(_Strict):
         if used != self.gpus:
             raise ValueError(f"layout tp*pp*dp*cp = {used} but gpus = {self.gpus}")
         return self
-
-    def with_extras(self, presets: Sequence[str] = (), assign: Mapping[str, str | float] | None = None,
-                    variants: Mapping[str, str] | None = None, modes: Sequence[str] = ()) -> "RunSpec":
-        """The run with additions applied after the run file's own (presets, assignments, variants, modes)."""
-        return self.model_copy(update={
-            "presets": [*self.presets, *presets], "modes": [*self.modes, *modes],
-            "assign": {**self.assign, **(assign or {})}, "variants": {**self.variants, **(variants or {})}})
 
     def presets_in_order(self) -> list[str]:
         return [*self.hardware, self.precision, *self.presets]

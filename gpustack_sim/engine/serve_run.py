@@ -9,12 +9,11 @@ A serving run file says `kind: serving`; run files without it are training runs 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .run import KernelSpec, ModelSpec, _Strict
+from .run import KernelSpec, ModelSpec, _Extendable, _Strict
 
 
 class ServeLayout(_Strict):
@@ -87,7 +86,7 @@ class Speculative(_Strict):
     draft_cost: Annotated[float, Field(ge=0, description="Draft step time over target step time (c).")]
 
 
-class ServeRunSpec(_Strict):
+class ServeRunSpec(_Extendable):
     """The serving run file (schemas/serve_run.schema.json)."""
 
     kind: Literal["serving"]
@@ -119,13 +118,6 @@ class ServeRunSpec(_Strict):
         if self.layout.ep > 1 and m.moe is None:
             raise ValueError("layout.ep > 1 needs a model with `moe`")
         return self
-
-    def with_extras(self, presets: Sequence[str] = (), assign: Mapping[str, str | float] | None = None,
-                    variants: Mapping[str, str] | None = None, modes: Sequence[str] = ()) -> "ServeRunSpec":
-        """The run with additions applied after the run file's own (presets, assignments, variants, modes)."""
-        return self.model_copy(update={
-            "presets": [*self.presets, *presets], "modes": [*self.modes, *modes],
-            "assign": {**self.assign, **(assign or {})}, "variants": {**self.variants, **(variants or {})}})
 
     def presets_in_order(self) -> list[str]:
         return [*self.hardware, *self.precision, *self.presets]
