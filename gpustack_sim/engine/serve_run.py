@@ -122,11 +122,6 @@ class ServeRunSpec(_Extendable):
     def presets_in_order(self) -> list[str]:
         return [*self.hardware, *self.precision, *self.presets]
 
-    @property
-    def gpus(self) -> int:
-        lay = self.layout
-        return lay.tp * lay.pp * lay.replicas
-
 
 def _register_schema() -> None:
     # The compiler owns `gpustack schema` but may not import the engine: the engine registers its file.
