@@ -228,3 +228,19 @@ def test_bad_inline_serving_run_in_an_observation(tmp_path: Path, real_build: Pa
     assert res.returncode == 2 and "Traceback" not in res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"Error: {path}:") and "layout.tp" in lines[0], res.stderr
+
+
+def test_quantised_weights_move_decode_and_prefill_as_their_bytes_and_rates(engine: Engine, llama: ServeRunSpec) -> None:
+    def with_weights(preset: str) -> ServeRunSpec:
+        return ServeRunSpec.model_validate({**llama.model_dump(), "precision": [preset, "serve_kv_bf16"]})
+
+    bf16, fp8, int4 = (with_weights(p) for p in ("serve_weights_bf16", "serve_weights_fp8", "serve_weights_int4_awq"))
+    weights = {name: resolve(engine, run, "serve.decode.t_weights") for name, run in
+               (("bf16", bf16), ("fp8", fp8), ("int4", int4))}
+    # Decode reads every weight once per step: its weight time follows the bytes per weight (2, 1, 0.5 + 2/128).
+    assert weights["fp8"] / weights["bf16"] == pytest.approx(1 / 2)
+    assert weights["int4"] / weights["bf16"] == pytest.approx((0.5 + 2 / 128) / 2)
+    # Prefill is compute-bound: FP8 doubles the tensor-core rate, INT4 weight-only keeps the 16-bit one.
+    chunk = {name: resolve(engine, run, "serve.prefill.t_chunk") for name, run in (("bf16", bf16), ("fp8", fp8),
+                                                                                    ("int4", int4))}
+    assert chunk["fp8"] == pytest.approx(chunk["bf16"] / 2) and chunk["int4"] == pytest.approx(chunk["bf16"])
