@@ -3,7 +3,8 @@
 
 Targets (wall time of the whole process, on an idle machine where a bare `python -c pass` takes
 about 0.04 s; the first row measures that baseline here, to read the others against):
-`show NAME` <= 0.4 s, `check` <= 0.3 s, `estimate runs/llama70b_1024xh100.yaml` <= 1.5 s.
+`show NAME` <= 0.4 s, `check` <= 0.3 s, `estimate runs/llama70b_1024xh100.yaml` <= 1.5 s, and the
+serving estimate `estimate runs/serve_llama70b_8xh100.yaml` <= 1.5 s.
 The CPU column (user + system of the process) moves less than wall time when other work shares the
 machine: on a busy one, read the verdicts against it and the baseline.
 
@@ -26,6 +27,7 @@ TARGETS = [  # (arguments, target in seconds)
     (["show", "econ.cost.per_token"], 0.4),
     (["check"], 0.3),
     (["estimate", "runs/llama70b_1024xh100.yaml"], 1.5),
+    (["estimate", "runs/serve_llama70b_8xh100.yaml"], 1.5),
 ]
 
 

@@ -146,8 +146,24 @@ def _calibration_fit(c: _Checker) -> None:
              "fitted or held root")
 
 
+def _serve_figures(c: _Checker) -> None:
+    spec: m.ServeFiguresFile = c.spec
+    for i, f in enumerate(spec.figures):
+        c.name(("figures", i, "variable"), f.variable)
+    c.unique([(("figures", i, "label"), f.label) for i, f in enumerate(spec.figures)], "figure label")
+    for i, r in enumerate(spec.requirements):
+        c.name(("requirements", i, "variable"), r.variable)
+        part, limit = r.limit
+        if isinstance(limit, str):
+            c.name(("requirements", i, part), limit)
+        else:
+            c.value(("requirements", i, part), r.variable, limit)
+    for key, objective in spec.objectives.items():
+        c.name(("objectives", key, "variable"), objective.variable)
+
+
 CHECKS = {"run_fields": _run_fields, "measured_runs": _measured_runs, "figures": _figures,
-          "calibration_fit": _calibration_fit}
+          "calibration_fit": _calibration_fit, "serve_fields": _run_fields, "serve_figures": _serve_figures}
 
 
 def check_bindings(cat: Catalog) -> None:

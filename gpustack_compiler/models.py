@@ -505,12 +505,48 @@ class CalibrationFitFile(Strict):
     held: list[HeldValue] = Field(default_factory=list)
 
 
+Limit = Annotated[Union[float, Name], Field(description="A variable of the same units, or a number in its units.")]
+
+
+class Requirement(Strict):
+    """A condition a serving layout must meet to be ranked: `variable` at most, at least or below a limit."""
+
+    label: Annotated[str, Field(min_length=1, description="The sweep's reason for rejecting a layout that fails it.")]
+    variable: Name
+    at_most: Limit | None = None
+    at_least: Limit | None = None
+    below: Limit | None = None
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> "Requirement":
+        if sum(x is not None for x in (self.at_most, self.at_least, self.below)) != 1:
+            raise ValueError("give exactly one of `at_most`, `at_least` and `below`")
+        return self
+
+    @property
+    def limit(self) -> tuple[str, float | str]:
+        """(`at_most` | `at_least` | `below`, the limit)."""
+        return next((k, v) for k, v in (("at_most", self.at_most), ("at_least", self.at_least),
+                                         ("below", self.below)) if v is not None)
+
+
+class ServeFiguresFile(Strict):
+    """catalog/bindings/serve_figures.yaml: what `gpustack estimate` reports for a serving run, the
+    conditions a serving layout must meet, and what `gpustack sweep` ranks serving layouts by."""
+
+    figures: Annotated[list[FigureBinding], Field(min_length=1)]
+    requirements: list[Requirement] = Field(default_factory=list)
+    objectives: Annotated[dict[Key, Objective], Field(min_length=1)]
+
+
 # File name under catalog/bindings/ -> its kind (the key of its table in the manifest's `bindings`).
 BINDING_FILES: dict[str, tuple[str, type[Strict]]] = {
     "run_fields.yaml": ("run_fields", RunFieldsFile),
     "measured_runs.yaml": ("measured_runs", MeasuredRunsFile),
     "figures.yaml": ("figures", FiguresFile),
     "calibration_fit.yaml": ("calibration_fit", CalibrationFitFile),
+    "serve_fields.yaml": ("serve_fields", RunFieldsFile),
+    "serve_figures.yaml": ("serve_figures", ServeFiguresFile),
 }
 
 FILE_MODELS: dict[str, type[Strict]] = {

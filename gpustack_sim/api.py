@@ -27,6 +27,7 @@ from .engine.cache import ParsedRelations, cache_file
 from .engine.facts import Facts
 from .engine.resolver import Resolution, Resolver
 from .engine.run import RunSpec, load_run
+from .engine.serve_run import ServeRunSpec
 from .engine.scenario import Scenario, ScenarioBuilder
 
 if TYPE_CHECKING:
@@ -111,13 +112,14 @@ class Engine:
         return self.scenarios.build(presets, assign, variants, modes)
 
     @staticmethod
-    def load_run(path: str | Path | None, overrides: Sequence[str] = ()) -> RunSpec:
-        """A run file (schemas/run.schema.json), with `field.path=value` overrides."""
+    def load_run(path: str | Path | None, overrides: Sequence[str] = ()) -> RunSpec | ServeRunSpec:
+        """A run file (schemas/run.schema.json, or schemas/serve_run.schema.json when it says `kind: serving`),
+        with `field.path=value` overrides."""
         return load_run(Path(path) if path is not None else None, overrides)
 
-    def run_scenario(self, run: RunSpec) -> Scenario:
-        """The scenario a run file describes, through the catalog's run-field bindings."""
-        return self.facts.run_fields.scenario(self.scenarios, run)
+    def run_scenario(self, run: RunSpec | ServeRunSpec) -> Scenario:
+        """The scenario a run file describes, through the catalog's run-field (or serving-field) bindings."""
+        return self.facts.fields_for(run).scenario(self.scenarios, run)
 
     # ---- analyses --------------------------------------------------------------------------
     def resolve(self, target: str, scenario: Scenario | None = None, *, fallback_on_invalid: bool = False,
@@ -142,20 +144,38 @@ class Engine:
         self.variable(target)
         return MonteCarlo(self.resolver).run(target, scenario, list(distributions), samples, seed)
 
-    def estimate(self, run: RunSpec, samples: int = 10000, seed: int = 0, sample: Sequence[str] = ()) -> Estimate:
-        """A run's time, throughput, utilization, memory, energy and cost, each with a p5/p50/p95 interval."""
+    def estimate(self, run: RunSpec | ServeRunSpec, samples: int = 10000, seed: int = 0,
+                 sample: Sequence[str] = ()) -> Estimate:
+        """A training run's time, throughput, utilization, memory, energy and cost, each with a p5/p50/p95
+        interval; a serving run goes to `serve_estimate`."""
         from .analyses.estimate import estimate
 
+        if isinstance(run, ServeRunSpec):
+            return self.serve_estimate(run, samples, seed, sample)
         return estimate(self.resolver, self.scenarios, self.facts, run, samples, seed, list(sample))
 
-    def sweep(self, run: RunSpec, grid: Mapping[str, Sequence], objective: str = "tokens_per_sec",
+    def serve_estimate(self, run: ServeRunSpec, samples: int = 10000, seed: int = 0,
+                       sample: Sequence[str] = ()) -> Estimate:
+        """A serving run's TTFT and TPOT (p50, p99), largest batch, tokens per second per GPU, energy per
+        token and cost per million input and output tokens, each with a p5/p50/p95 interval
+        (docs/serving.md)."""
+        from .analyses.estimate import serve_estimate
+
+        return serve_estimate(self.resolver, self.scenarios, self.facts, run, samples, seed, list(sample))
+
+    def sweep(self, run: RunSpec | ServeRunSpec, grid: Mapping[str, Sequence], objective: str | None = None,
               top: int = 10) -> SweepResult:
         """Every layout on the grid (axis -> values, as text or as a run file writes them), invalid ones
-        counted by reason, valid ones ranked by `objective` (axes and objectives: catalog/bindings/)."""
+        counted by reason, valid ones ranked by `objective` (axes and objectives: catalog/bindings/; by default
+        tokens_per_sec for a training run, cost_per_output_token for a serving run)."""
+        grid = {k: list(v) for k, v in grid.items()}
+        if isinstance(run, ServeRunSpec):
+            from .analyses.serve_sweep import serve_sweep
+
+            return serve_sweep(self.resolver, self.scenarios, self.facts, run, grid, objective, top)
         from .analyses.sweep import sweep
 
-        return sweep(self.resolver, self.scenarios, self.facts, run, {k: list(v) for k, v in grid.items()},
-                     objective, top)
+        return sweep(self.resolver, self.scenarios, self.facts, run, grid, objective or "tokens_per_sec", top)
 
     def calibrate(self, data: str | Path | Sequence[str | Path] = ()) -> Calibration:
         """Fit the calibration parameters (nothing is written): to calibration observations (files or

@@ -219,10 +219,12 @@ def test_a_renamed_variable_is_found_in_the_bindings(tmp_path: Path) -> None:
         if path.parent.name != "bindings":
             path.write_text(re.sub(r"\barch\.n_layers\b", "arch.n_layer", path.read_text()))
     findings = check(root)
-    line = next(i for i, text in enumerate((root / "bindings" / "run_fields.yaml").read_text().splitlines(), 1)
-                if "variable: arch.n_layers" in text)
-    assert [(f.id, f.file, f.line) for f in findings.errors] == [
-        ("binding.unknown-variable", "catalog/bindings/run_fields.yaml", line)]
+    # Every bindings file that still says the old name: the training and the serving run fields.
+    expected = [("binding.unknown-variable", f"catalog/bindings/{name}", line) for name in ("run_fields.yaml",
+                                                                                           "serve_fields.yaml")
+                for line in [next(i for i, text in enumerate((root / "bindings" / name).read_text().splitlines(), 1)
+                                  if "variable: arch.n_layers" in text)]]
+    assert sorted((f.id, f.file, f.line) for f in findings.errors) == expected
     assert "did you mean arch.n_layer," in findings.errors[0].message  # the suggestion names the new name
 
 

@@ -61,3 +61,19 @@ def test_same_estimate_of_the_readme_run(resolvers) -> None:
     a, b = estimate(neo, scenarios, facts, run, 500, 1), estimate(mem, scenarios, facts, run, 500, 1)
     assert a.to_dict() == b.to_dict()
     assert any(f["leaves_out"] for f in a.to_dict()["figures"])
+
+
+def test_same_estimate_of_a_serving_run(resolvers) -> None:
+    # A serving run's whole estimate, intervals and violated checks included, from either source.
+    from pathlib import Path
+
+    from gpustack_sim.analyses.estimate import serve_estimate
+    from gpustack_sim.engine.facts import Facts
+    from gpustack_sim.engine.run import load_run
+
+    neo, mem, scenarios = resolvers
+    facts = Facts(Tables.parse(mem.source.tables()))
+    run = load_run(Path(__file__).resolve().parent.parent / "runs" / "serve_mixtral8x7b_8xh100.yaml")
+    a, b = serve_estimate(neo, scenarios, facts, run, 300, 1), serve_estimate(mem, scenarios, facts, run, 300, 1)
+    assert a.to_dict() == b.to_dict()
+    assert all(f["value"] is not None for f in a.to_dict()["figures"])

@@ -11,10 +11,13 @@ import pytest
 from helpers import REPO, run_cli
 
 RUN = str(REPO / "runs" / "llama70b_1024xh100.yaml")
+SERVE_RUN = str(REPO / "runs" / "serve_llama70b_8xh100.yaml")
 COMMANDS = {
     "resolve": ("resolve", "econ.cost.per_token", "--preset", "dense_training_cost_fixture", "--constraints"),
     "estimate": ("estimate", RUN, "--samples", "500", "--seed", "1"),
     "sweep": ("sweep", RUN, "--grid", "tp=4,8", "--grid", "pp=4,8", "--grid", "micro_batch=1,2"),
+    "serve estimate": ("estimate", SERVE_RUN, "--samples", "300", "--seed", "1"),
+    "serve sweep": ("sweep", SERVE_RUN, "--grid", "tp=2,4", "--grid", "replicas=2,4"),
     "cone": ("cone", "+econ.cost.per_token"),
     "root-debt": ("root-debt", "--families", "--limit", "1000"),
     "show": ("show", "econ.cost.per_token"),

@@ -25,6 +25,7 @@ from ..engine.bindings import RunFields
 from ..engine.facts import Facts, Held, Parameter
 from ..engine.observation import Loaded, require_split
 from ..engine.resolver import ResolveError, Resolver
+from ..engine.run import RunSpec
 from ..engine.scenario import ScenarioBuilder
 from .measured import Row, check_sources, observation_row, read_rows
 from .scoring import errors
@@ -227,6 +228,11 @@ def observation_rows(items: list[Loaded], scenarios: ScenarioBuilder, facts: Fac
     if not items:
         raise InputError("no calibration observations given", "pass observation files, or see data/observations")
     require_split(items, "calibration", "calibrate")
+    serving = [i for i in items if not isinstance(i.run, RunSpec)]
+    if serving:
+        raise InputError(f"{serving[0].where}: observation `{serving[0].obs.id}` is of a serving run; calibrate fits "
+                         "the training efficiencies of catalog/bindings/calibration_fit.yaml",
+                         "serving component measurements enter through the serving_calibration_* presets")
     check_sources(items, references)
     rows = [observation_row(i, scenarios, facts.measured_runs) for i in items]
     refs = sorted({i.obs.source.reference for i in items})

@@ -18,9 +18,11 @@ import numpy as np
 from gpustack_compiler.errors import CatalogError
 from gpustack_compiler.kinds.distributions import LOGNORMAL
 
+from ..engine.bindings import RunFields
 from ..engine.facts import Facts, Memory
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.run import RunSpec
+from ..engine.serve_run import ServeRunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
 from .uncertainty import (PERCENTILES, STAGE_LIMIT, Distribution, draw_inputs, parse_spec, percentiles,
                           vectorize_resolution)
@@ -36,11 +38,12 @@ class Figure:
     error: str | None = None
     relations: int = 0
     leaves_out: dict[str, str] = field(default_factory=dict)  # "variable=variant" -> what it does not count
+    violated: dict[str, str] = field(default_factory=dict)  # violated constraint or validity condition -> detail
 
     def to_dict(self) -> dict:
         out = {"label": self.label, "target": self.target, "units": self.units, "value": self.value,
                "missing": sorted(self.missing), "error": self.error, "relations": self.relations,
-               "leaves_out": dict(sorted(self.leaves_out.items()))}
+               "leaves_out": dict(sorted(self.leaves_out.items())), "violated": dict(sorted(self.violated.items()))}
         if self.interval:
             out.update({f"p{k}": v for k, v in self.interval.items()})
         return out
@@ -57,7 +60,7 @@ class Estimate:
     samples: int
     seed: int
     resolutions: dict[str, Resolution]
-    memory_target: str  # the figure the memory fit speaks about
+    memory_target: str | None  # the figure the memory fit speaks about (none for a serving run)
 
     def to_dict(self) -> dict:
         return {"run": self.run, "presets": self.presets, "modes": self.modes,
@@ -74,9 +77,23 @@ def fitted_distributions(scenario: Scenario) -> list[Distribution]:
 
 def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: RunSpec, samples: int, seed: int,
              extra: list[str] = ()) -> Estimate:
-    scenario = facts.run_fields.scenario(scenarios, run)
-    mem = facts.memory
-    targets = list(dict.fromkeys([*(t for _, t in facts.figures), *mem.parts, mem.per_gpu, mem.capacity]))
+    """A training run's figures (catalog/bindings/figures.yaml) and its memory fit."""
+    return _estimate(resolver, scenarios, facts.run_fields, facts.figures, facts.memory, run, samples, seed, extra)
+
+
+def serve_estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: ServeRunSpec, samples: int,
+                   seed: int, extra: list[str] = ()) -> Estimate:
+    """A serving run's figures (catalog/bindings/serve_figures.yaml): latency percentiles, the largest batch,
+    throughput, energy and cost per million tokens. The KV cache fit is a figure of its own, not a memory fit."""
+    serving = facts.serving
+    return _estimate(resolver, scenarios, serving.fields, serving.figures, None, run, samples, seed, extra)
+
+
+def _estimate(resolver: Resolver, scenarios: ScenarioBuilder, fields: RunFields, figure_list: list[tuple[str, str]],
+              mem: Memory | None, run: RunSpec | ServeRunSpec, samples: int, seed: int, extra: list[str]) -> Estimate:
+    scenario = fields.scenario(scenarios, run)
+    memory_names = [*mem.parts, mem.per_gpu, mem.capacity] if mem is not None else []
+    targets = list(dict.fromkeys([*(t for _, t in figure_list), *memory_names]))
     declared = {t: _declared(resolver, t) for t in targets}
     point = resolver.resolve_many(targets, scenario)
     dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
@@ -86,7 +103,7 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: 
     uncertain.update({n: v.describe(var(n).scale) for n, v in sorted(random.items())})
     bands = intervals(resolver, scenario, targets, dists, samples, seed) if uncertain and samples else {}
     figures, known = [], {}
-    for label, target in facts.figures:
+    for label, target in figure_list:
         fig = Figure(label, target, declared[target].units)
         res = point[target]
         if isinstance(res, ResolveError):
@@ -96,11 +113,14 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: 
             fig.relations = sum(1 for s in res.trace if s.relation)
             fig.interval = bands.get(target)
             fig.leaves_out = _boundaries(resolver, res, known)
+            # Relations and their validity conditions, not a variable's declared sign or bounds.
+            fig.violated = {c.name: c.detail for c in res.violated if c.kind in ("constraint", "validity")}
         figures.append(fig)
-    memory = _memory(point, resolver, mem)
+    memory = _memory(point, resolver, mem) if mem is not None else {"status": "unknown"}
     return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,
                     samples if uncertain and samples else 0, seed,
-                    {t: r for t, r in point.items() if isinstance(r, Resolution)}, mem.per_gpu)
+                    {t: r for t, r in point.items() if isinstance(r, Resolution)},
+                    mem.per_gpu if mem is not None else None)
 
 
 def _declared(resolver: Resolver, name: str) -> dict:

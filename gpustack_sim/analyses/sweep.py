@@ -73,9 +73,9 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
         # The value the swept variable takes, in coherent base units, as the scenario would hold it.
         return scenarios.quantity(b.variable, b.bound(value), f"--grid {b.sweep}").value
 
-    columns = _grid(axes, grid, coded, scenario)
+    columns = grid_columns(axes, grid, coded, scenario)
     n = len(next(iter(columns.values())))
-    column = _column(columns, run, n)
+    column = layout_column(columns, run, n)
     if not any(axes[k].field == DERIVED for k in grid):
         columns[DERIVED] = run.gpus / (column("layout.tp") * column("layout.pp") * column("layout.cp"))
 
@@ -107,6 +107,19 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
                 values[name] = np.broadcast_to(np.asarray(fn(*arrays), dtype=float), (n,))
     reasons = _rejections(run, fields.value(run, "model.kv_heads"), column, values[mem.per_gpu],
                           values[mem.capacity], values[target])
+    valid, rejected = tally(reasons, n)
+    score = values[target] / resolver.variable(target).scale
+    order = ranked(valid, score, best, top)
+    names_of = {k: {coded(b, key): key for key in b.values} for k, b in axes.items() if b.read == "enumeration"}
+    rows = [{**{k: shown(columns[b.field][i], names_of.get(k)) for k, b in axes.items()},
+             objective: float(score[i]),
+             "memory_per_gpu_GB": float(values[mem.per_gpu][i] / 8e9)} for i in order]
+    return SweepResult(objective, target, resolver.variable(target).units, n, int(valid.sum()),
+                       rejected, rows, time.perf_counter() - start, notes)
+
+
+def tally(reasons: list[tuple[str, np.ndarray]], n: int) -> tuple[np.ndarray, dict[str, int]]:
+    """The valid layouts, and the rejected ones counted under the first reason that rejects each."""
     valid = np.ones(n, dtype=bool)
     rejected: dict[str, int] = {}
     for reason, mask in reasons:
@@ -114,23 +127,20 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
         if new.any():
             rejected[reason] = int(new.sum())
         valid &= ~mask
-    scale = resolver.variable(target).scale
-    score = values[target] / scale
+    return valid, rejected
+
+
+def ranked(valid: np.ndarray, score: np.ndarray, best: str, top: int) -> np.ndarray:
+    """Indices of the `top` valid layouts, best first (ties in grid order)."""
     order = np.flatnonzero(valid)
-    order = order[np.argsort(-score[order] if best == "max" else score[order], kind="stable")][:top]
-    names_of = {k: {coded(b, key): key for key in b.values} for k, b in axes.items() if b.read == "enumeration"}
-    rows = [{**{k: _shown(columns[b.field][i], names_of.get(k)) for k, b in axes.items()},
-             objective: float(score[i]),
-             "memory_per_gpu_GB": float(values[mem.per_gpu][i] / 8e9)} for i in order]
-    return SweepResult(objective, target, resolver.variable(target).units, n, int(valid.sum()),
-                       rejected, rows, time.perf_counter() - start, notes)
+    return order[np.argsort(-score[order] if best == "max" else score[order], kind="stable")][:top]
 
 
-def _grid(axes: dict[str, FieldBinding], grid: dict[str, list], coded, scenario: Scenario) -> dict[str, np.ndarray]:
+def grid_columns(axes: dict[str, FieldBinding], grid: dict[str, list], coded, scenario: Scenario) -> dict[str, np.ndarray]:
     """Run-file field -> its value at every grid point (base units): the product of the grid's axes, the
     run's own value on the others."""
     on_grid = [k for k in axes if k in grid]
-    lists = [[coded(axes[k], v) for v in _read(axes[k], grid[k])] for k in on_grid]
+    lists = [[coded(axes[k], v) for v in read_values(axes[k], grid[k])] for k in on_grid]
     points = list(zip(*itertools.product(*lists))) if on_grid else [()]
     n = len(points[0]) if on_grid else 1
     columns = {axes[k].field: np.array(v, dtype=float) for k, v in zip(on_grid, points)}
@@ -139,21 +149,21 @@ def _grid(axes: dict[str, FieldBinding], grid: dict[str, list], coded, scenario:
     return columns
 
 
-def _read(b: FieldBinding, values: list) -> list:
+def read_values(b: FieldBinding, values: list) -> list:
     try:
         return [b.parse(v) for v in values]
     except ValueError as exc:
         raise InputError(f"--grid {b.sweep}: {exc}") from None
 
 
-def _shown(code: float, names: dict | None):
+def shown(code: float, names: dict | None):
     """A sweep row's value of an axis: an enumeration by its key, a number as a number."""
     if names is not None:
         return names[code]
     return int(code) if float(code).is_integer() else float(code)
 
 
-def _column(columns: dict[str, np.ndarray], run: RunSpec, n: int):
+def layout_column(columns: dict[str, np.ndarray], run: RunSpec, n: int):
     """A layout field per grid point: its column when it is an axis, else the run's own value."""
     def column(path: str) -> np.ndarray:
         return columns[path] if path in columns else np.full(n, float(field_value(run, path)))

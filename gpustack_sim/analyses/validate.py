@@ -126,7 +126,7 @@ def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sourc
     for row in rows:
         reason = None
         try:
-            scenario = facts.run_fields.scenario(scenarios, runs[row.id])
+            scenario = facts.fields_for(runs[row.id]).scenario(scenarios, runs[row.id])
             res = resolver.resolve(row.target, scenario)
         except (ResolveError, InputError) as exc:
             reason = str(exc)

@@ -75,7 +75,7 @@ def schema(ctx: typer.Context,
 
     # The engine's document models register their schema files when imported.
     from ..datacenter import sites  # noqa: F401
-    from ..engine import observation, run  # noqa: F401
+    from ..engine import observation, run, serve_run  # noqa: F401
     from ..experiments import protocol, results  # noqa: F401
 
     catalog_dir(ctx)  # the schemas sit beside it

@@ -16,6 +16,7 @@ from .render import fmt, trace_lines
 if TYPE_CHECKING:
     from ..analyses.estimate import Estimate
     from ..engine.run import RunSpec
+    from ..engine.serve_run import ServeRunSpec
 
 PresetOpt = typer.Option([], "--preset", help="Extra preset, applied after the run file's.")
 AssignOpt = typer.Option([], "--assign", help="Extra assignment NAME=VALUE (with units).")
@@ -25,7 +26,8 @@ ModeOpt = typer.Option([], "--mode", help="Extra variant mode KEY.")
 
 @app.command("estimate")
 def estimate_cmd(ctx: typer.Context,
-                 run_file: Path = typer.Argument(None, help="Run file (schemas/run.schema.json); without one, "
+                 run_file: Path = typer.Argument(None, help="Run file (schemas/run.schema.json, or "
+                                                 "schemas/serve_run.schema.json with `kind: serving`); without one, "
                                                  "the run comes from --set flags alone."),
                  set_: list[str] = typer.Option([], "--set", help="Override a run-file field: layout.tp=4, gpus=512."),
                  preset: list[str] = PresetOpt, assign: list[str] = AssignOpt, variant: list[str] = VariantOpt,
@@ -38,8 +40,14 @@ def estimate_cmd(ctx: typer.Context,
                  plot: Path = typer.Option(None, "--plot", help="Write a PNG: the step-time waterfall and the "
                                            "cost-per-token breakdown, with intervals."),
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
-    """Step time, throughput, utilization, memory fit, energy and cost of a training run, with intervals."""
+    """Step time, throughput, utilization, memory fit, energy and cost of a training run, or TTFT, TPOT,
+    largest batch, tokens/s per GPU, energy and cost per million tokens of a serving run, with intervals."""
+    from ..engine.serve_run import ServeRunSpec
+
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
+    if plot is not None and isinstance(run, ServeRunSpec):
+        raise InputError("--plot draws a training run's step-time and cost breakdowns; a serving run has none",
+                         "use --trace LABEL to see what a serving figure is made of")
     eng = engine(ctx, neo4j)
     est = eng.estimate(run, samples, seed, sample)
     data = est.to_dict()
@@ -64,7 +72,7 @@ def estimate_cmd(ctx: typer.Context,
 
 
 def run_with_extras(run_file: Path | None, set_: list[str], preset: list[str], assign: list[str],
-                    variant: list[str], mode: list[str]) -> RunSpec:
+                    variant: list[str], mode: list[str]) -> RunSpec | ServeRunSpec:
     """The run file with `--set` overrides, then the extra presets, assignments, variants and modes."""
     from ..engine.run import load_run
 
@@ -107,6 +115,11 @@ def estimate_lines(est: Estimate) -> list[str]:
     if boundaries:
         lines.append("not counted (definitions chosen by the presets that leave something out):")
         lines.extend(f"  {what} [{choice}]: in {', '.join(labels)}" for (choice, what), labels in sorted(boundaries.items()))
+    violated = sorted({item for f in est.figures for item in f.violated.items()})
+    if violated:
+        # Which figures rest on each is in the --json output (figures[].violated).
+        lines.append("VIOLATED (constraints and validity conditions; the figures that rest on them do not hold):")
+        lines.extend(f"  {name}: {detail}" for name, detail in violated)
     missing: dict[str, set] = {}
     for f in est.figures:
         for name, meta in f.missing.items():

@@ -34,7 +34,7 @@ def simulate_cmd(ctx: typer.Context,
                                                         "power.parquet (default: about 1,000 bins over the run).")
                  ) -> None:
     """Replay a training run with failures, checkpoints and recovery; figures with intervals over replications."""
-    from ..engine.run import load_run
+    from ..engine.run import load_training_run
 
     if days is not None and to_budget:
         raise InputError("--days and --to-budget exclude each other")
@@ -42,7 +42,7 @@ def simulate_cmd(ctx: typer.Context,
         raise InputError("--interval goes with --policy fixed")
     if power_resolution is not None and not power_resolution > 0:
         raise InputError(f"--power-resolution: {power_resolution!r} s is not positive")
-    run = load_run(run_file)
+    run = load_training_run(run_file)
     eng = engine(ctx)
     params, traces = eng.job_parameters(run)
     with _progress(replications) as tick:

@@ -24,13 +24,14 @@ ABSENT = object()  # a field inside an optional section the run does not give (m
 TRUE_WORDS, FALSE_WORDS = ("true", "yes", "1"), ("false", "no", "0")
 
 
-def check_field(path: str, file: str, line: int) -> None:
-    """CatalogError at the binding's file and line unless `path` is a field of the run file."""
-    model: type[BaseModel] | None = RunSpec
+def check_field(path: str, file: str, line: int, run_model: type[BaseModel] = RunSpec) -> None:
+    """CatalogError at the binding's file and line unless `path` is a field of the run file `run_model`."""
+    model: type[BaseModel] | None = run_model
     for part in path.split("."):
         field = model.model_fields.get(part) if model is not None else None
         if field is None:
-            raise CatalogError(f"{file}:{line}: `{path}` is not a field of the run file (schemas/run.schema.json)")
+            raise CatalogError(f"{file}:{line}: `{path}` is not a field of "
+                               f"{run_model.__doc__.strip().rstrip('.').lower()}")
         model = next((t for t in (field.annotation, *typing.get_args(field.annotation))
                       if isinstance(t, type) and issubclass(t, BaseModel)), None)
 
@@ -123,18 +124,19 @@ def _entry(cls, record: dict, file: str):
 
 
 class RunFields:
-    """Typed view of the run-field bindings; every field path is checked against the run-file model."""
+    """Typed view of the run-field bindings; every field path is checked against the run-file model
+    (training runs by default; serving runs for catalog/bindings/serve_fields.yaml)."""
 
-    def __init__(self, table: dict):
+    def __init__(self, table: dict, run_model: type[BaseModel] = RunSpec):
         file = table["file"]
         self.variables = [_entry(FieldBinding, b, file) for b in table["variables"]]
         self.modes = [_entry(ModeRule, r, file) for r in table["modes"]]
         for b in self.variables:
             for path in (b.field, *(b.default or {}).values()):
-                check_field(path, file, b.line)
+                check_field(path, file, b.line, run_model)
         for r in self.modes:
             if r.field is not None:
-                check_field(r.field, file, r.line)
+                check_field(r.field, file, r.line, run_model)
         self._defaults = {b.field: b.default for b in self.variables if b.default}
 
     @property

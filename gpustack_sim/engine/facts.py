@@ -29,6 +29,27 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """A condition a serving layout must meet: `variable` `kind` (at_most | at_least | below) `limit`
+    (a variable's name or a number in the variable's units)."""
+
+    label: str
+    variable: str
+    kind: str
+    limit: str | float
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The serving bindings: run-file fields, the estimate's figures, the sweep's requirements and objectives."""
+
+    fields: RunFields
+    figures: list[tuple[str, str]]
+    requirements: tuple[Requirement, ...]
+    objectives: dict[str, Objective]
+
+
+@dataclass(frozen=True)
 class Parameter:
     """One fitted value assigned to every root of its group (roots the data cannot tell apart)."""
 
@@ -94,6 +115,25 @@ class Facts:
     @cached_property
     def objectives(self) -> dict[str, Objective]:
         return {k: Objective(o["variable"], o["best"]) for k, o in self._table("figures")["objectives"].items()}
+
+    @cached_property
+    def serving(self) -> Serving:
+        from .serve_run import ServeRunSpec
+
+        t = self._table("serve_figures")
+        requirements = []
+        for r in t.get("requirements", []):
+            kind = next(k for k in ("at_most", "at_least", "below") if k in r)
+            requirements.append(Requirement(r["label"], r["variable"], kind, r[kind]))
+        return Serving(RunFields(self._table("serve_fields"), ServeRunSpec),
+                       [(f["label"], f["variable"]) for f in t["figures"]], tuple(requirements),
+                       {k: Objective(o["variable"], o["best"]) for k, o in t["objectives"].items()})
+
+    def fields_for(self, run) -> RunFields:
+        """The field bindings of a run: serving ones for a serving run file, else the training ones."""
+        from .serve_run import ServeRunSpec
+
+        return self.serving.fields if isinstance(run, ServeRunSpec) else self.run_fields
 
     @cached_property
     def parameters(self) -> tuple[Parameter, ...]:

@@ -12,13 +12,14 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from gpustack_compiler.errors import InputError
 
 from .run import RunSpec, load_run
+from .serve_run import ServeRunSpec
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 KEY_PATTERN = r"^[a-z][a-z0-9_]*$"
@@ -88,8 +89,10 @@ class Assumption(_Strict):
 
     @model_validator(mode="after")
     def _a_run_field(self) -> "Assumption":
-        if self.field.split(".")[0] not in RunSpec.model_fields:
-            raise ValueError(f"`{self.field}` is not a field of the run (schemas/run.schema.json)")
+        top = self.field.split(".")[0]
+        if top not in RunSpec.model_fields and top not in ServeRunSpec.model_fields:
+            raise ValueError(f"`{self.field}` is not a field of the run (schemas/run.schema.json, or "
+                             "schemas/serve_run.schema.json for a serving run)")
         return self
 
 
@@ -101,6 +104,16 @@ class Decision(_Strict):
     better: Literal["higher", "lower"]
 
 
+def _run_kind(data) -> str:
+    kind = data.get("kind") if isinstance(data, dict) else getattr(data, "kind", None)
+    return "serving" if kind == "serving" else "training"
+
+
+# A serving run says `kind: serving`; its errors then name serving fields only.
+InlineRun = Annotated[Union[Annotated[RunSpec, Tag("training")], Annotated[ServeRunSpec, Tag("serving")]],
+                      Discriminator(_run_kind)]
+
+
 class Observation(_Strict):
     id: Annotated[str, Field(pattern=ID_PATTERN, description="Unique and permanent: a changed value is a new id.")]
     split: Annotated[Literal["calibration", "evaluation"], Field(description=(
@@ -109,7 +122,9 @@ class Observation(_Strict):
         "The published table or set the observation belongs to; coverage and ranking are scored per panel."))]
     measured: Measured
     measures: Measures
-    run: Annotated[RunSpec | None, Field(description="The run, inline (schemas/run.schema.json).")] = None
+    run: Annotated[InlineRun | None, Field(description=(
+        "The run, inline: a training run (schemas/run.schema.json), or a serving run with `kind: serving` "
+        "(schemas/serve_run.schema.json)."))] = None
     run_file: Annotated[str | None, Field(description="Or a run file, relative to this file's folder.")] = None
     assumptions: list[Assumption] = Field(default_factory=list)
     decision: Decision | None = None
@@ -138,7 +153,7 @@ class Loaded:
     file: Path
     line: int
     sha256: str
-    run: RunSpec
+    run: RunSpec | ServeRunSpec
 
     @property
     def where(self) -> str:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpustack_compiler.errors import InputError
+
+if TYPE_CHECKING:
+    from .serve_run import ServeRunSpec
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -65,7 +68,18 @@ class KernelSpec(_Strict):
     fp32_logits: Annotated[bool, Field(description="Logits cast to FP32 for the loss (Megatron-LM).")] = True
 
 
-class RunSpec(_Strict):
+class _Extendable(_Strict):
+    """What every run file shares after its own sections: further presets, modes, variants, assignments."""
+
+    def with_extras(self, presets: Sequence[str] = (), assign: Mapping[str, str | float] | None = None,
+                    variants: Mapping[str, str] | None = None, modes: Sequence[str] = ()):
+        """The run with additions applied after the run file's own (presets, assignments, variants, modes)."""
+        return self.model_copy(update={
+            "presets": [*self.presets, *presets], "modes": [*self.modes, *modes],
+            "assign": {**self.assign, **(assign or {})}, "variants": {**self.variants, **(variants or {})}})
+
+
+class RunSpec(_Extendable):
     """The run file (schemas/run.schema.json)."""
 
     name: Annotated[str, Field(min_length=1)]
@@ -92,13 +106,6 @@ class RunSpec(_Strict):
         if used != self.gpus:
             raise ValueError(f"layout tp*pp*dp*cp = {used} but gpus = {self.gpus}")
         return self
-
-    def with_extras(self, presets: Sequence[str] = (), assign: Mapping[str, str | float] | None = None,
-                    variants: Mapping[str, str] | None = None, modes: Sequence[str] = ()) -> "RunSpec":
-        """The run with additions applied after the run file's own (presets, assignments, variants, modes)."""
-        return self.model_copy(update={
-            "presets": [*self.presets, *presets], "modes": [*self.modes, *modes],
-            "assign": {**self.assign, **(assign or {})}, "variants": {**self.variants, **(variants or {})}})
 
     def presets_in_order(self) -> list[str]:
         return [*self.hardware, self.precision, *self.presets]
@@ -131,16 +138,28 @@ def set_field(data: dict, path: str, value) -> None:
     node[keys[-1]] = value
 
 
-def load_run(path: Path | None, overrides: list[str] = ()) -> RunSpec:
-    """Read a run file (or, without one, build the run from `--set` flags alone); every problem is one
-    line naming the file, line and field (or the flag)."""
+def load_run(path: Path | None, overrides: list[str] = ()) -> RunSpec | ServeRunSpec:
+    """Read a run file (or, without one, build the run from `--set` flags alone): a serving run when it
+    says `kind: serving` (serve_run.py), else a training run. Every problem is one line naming the file,
+    line and field (or the flag)."""
     from gpustack_compiler.documents import read_mapping, validate
+
+    from .serve_run import ServeRunSpec
 
     if path is None and not overrides:
         raise InputError("no run given: pass a run file (see runs/) or describe the run with --set FIELD=VALUE flags")
     data = read_mapping(path, "run file") if path is not None else {}
     apply_overrides(data, list(overrides))
-    return validate(RunSpec, data, str(path) if path is not None else "--set")
+    model = ServeRunSpec if data.get("kind") == "serving" else RunSpec
+    return validate(model, data, str(path) if path is not None else "--set")
+
+
+def load_training_run(path: Path | None, overrides: list[str] = ()) -> RunSpec:
+    """A training run file; a serving run file is refused with one line."""
+    run = load_run(path, overrides)
+    if not isinstance(run, RunSpec):
+        raise InputError(f"{path}: a serving run file (kind: serving); this command takes a training run")
+    return run
 
 
 def _register_schema() -> None:

@@ -1,0 +1,101 @@
+"""`gpustack sweep` on a serving run: every serving layout on a grid (tensor, pipeline and expert
+parallelism, replicas, prefill chunk), evaluated vectorized, the ones that cannot serve rejected with a
+reason (shapes that do not split, or a requirement of catalog/bindings/serve_figures.yaml failed: no batch
+fits, a latency objective missed, replicas saturated), the rest ranked by an objective such as the cost
+per million output tokens.
+
+The objective and every requirement's variable and limit are resolved once with the swept layout
+variables left symbolic, compiled with lambdify, and evaluated on the whole grid with numpy.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from gpustack_compiler.errors import InputError
+
+from ..engine.bindings import FieldBinding
+from ..engine.facts import Facts
+from ..engine.resolver import ResolveError, Resolver
+from ..engine.scenario import ScenarioBuilder
+from ..engine.serve_run import ServeRunSpec
+from .sweep import SweepResult, grid_columns, layout_column, ranked, shown, tally
+from .uncertainty import STAGE_LIMIT, vectorize_resolution
+
+DEFAULT_OBJECTIVE = "cost_per_output_token"
+
+
+def serve_sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: ServeRunSpec,
+                grid: dict[str, list], objective: str | None, top: int) -> SweepResult:
+    """`grid`: axis -> values, as text or as the serving run file would write them."""
+    serving = facts.serving
+    objective = objective or DEFAULT_OBJECTIVE
+    if objective not in serving.objectives:
+        raise InputError(f"--objective {objective!r}: one of {', '.join(serving.objectives)} for a serving run")
+    target, best = serving.objectives[objective].variable, serving.objectives[objective].best
+    axes = serving.fields.axes
+    for key in grid:
+        if key not in axes:
+            raise InputError(f"--grid {key}: not a serving sweep axis (axes: {', '.join(axes)})")
+    start = time.perf_counter()
+    scenario = serving.fields.scenario(scenarios, run)
+
+    def coded(b: FieldBinding, value) -> float:
+        return scenarios.quantity(b.variable, b.bound(value), f"--grid {b.sweep}").value
+
+    columns = grid_columns(axes, grid, coded, scenario)
+    n = len(next(iter(columns.values())))
+    column = layout_column(columns, run, n)
+    swept = [b.variable for b in axes.values()]
+    limits = [r.limit for r in serving.requirements if isinstance(r.limit, str)]
+    names = list(dict.fromkeys([target, *(r.variable for r in serving.requirements), *limits]))
+    resolved = resolver.resolve_many(names, scenario.holding(swept), stage_limit=STAGE_LIMIT)
+    arrays = [columns[b.field] for b in axes.values()]
+    values: dict[str, np.ndarray] = {}
+    compiled: dict = {}
+    for name in names:
+        res = resolved[name]
+        if isinstance(res, ResolveError):
+            raise InputError(f"sweep: {name}: {res.message}", res.hint)
+        if res.missing:
+            raise InputError(f"sweep: {name} still needs {', '.join(sorted(res.missing))}", "add them to a preset")
+        if res.value is not None:
+            values[name] = np.full(n, res.value * resolver.variable(name).scale)
+        else:
+            fn = vectorize_resolution([resolver.symbol(v) for v in swept], res, (), compiled)
+            with np.errstate(all="ignore"):
+                values[name] = np.broadcast_to(np.asarray(fn(*arrays), dtype=float), (n,))
+    reasons = _shape_rejections(run, column)
+    with np.errstate(invalid="ignore"):
+        for r in serving.requirements:
+            have = values[r.variable]
+            limit = values[r.limit] if isinstance(r.limit, str) else r.limit * resolver.variable(r.variable).scale
+            ok = {"at_most": have <= limit, "at_least": have >= limit, "below": have < limit}[r.kind]
+            reasons.append((r.label, ~ok))
+    reasons.append(("model undefined (non-finite objective)", ~np.isfinite(values[target])))
+    valid, rejected = tally(reasons, n)
+    score = values[target] / resolver.variable(target).scale
+    order = ranked(valid, score, best, top)
+    gpus = column("layout.tp") * column("layout.pp") * column("layout.replicas")
+    rows = [{**{k: shown(columns[b.field][i], None) for k, b in axes.items()}, objective: float(score[i]),
+             "gpus": int(gpus[i])} for i in order]
+    return SweepResult(objective, target, resolver.variable(target).units, n, int(valid.sum()), rejected, rows,
+                       time.perf_counter() - start, [])
+
+
+def _shape_rejections(run: ServeRunSpec, c) -> list[tuple[str, np.ndarray]]:
+    """Layouts the model's shape cannot be split into."""
+    m = run.model
+    kv = m.kv_heads or m.heads
+    tp, pp, ep = c("layout.tp"), c("layout.pp"), c("layout.ep")
+    experts = m.moe.experts if m.moe is not None else 1
+    return [
+        ("heads not divisible by tp", np.mod(m.heads, tp) != 0),
+        ("kv heads and tp do not divide each other", (np.mod(kv, tp) != 0) & (np.mod(tp, kv) != 0)),
+        ("ffn hidden not divisible by tp", np.mod(m.ffn_hidden, tp) != 0),
+        ("layers not divisible by pp", np.mod(m.layers, pp) != 0),
+        ("experts not divisible by ep (or ep > 1 on a dense model)", np.mod(experts, ep) != 0),
+        ("ep exceeds the replica's GPUs", ep > tp * pp),
+    ]
