@@ -185,3 +185,15 @@ def test_validate_applies_a_generation_preset_where_one_is_applied(engine: Engin
 def test_a100_narayanan_panel_stays_within_five_percent(engine: Engine) -> None:
     panel = engine.validate(NARAYANAN, samples=2).panels["narayanan2021_table1"]
     assert panel["n"] == 10 and panel["mape"] < 0.05
+
+
+def test_fp8_on_an_a100_violates_the_tensor_core_format_constraint(engine: Engine) -> None:
+    def violated(gpu: str) -> list[str]:
+        scenario = engine.scenarios.build([gpu, "precision_fp8_te_delayed_scaling", "megatron_lm_software",
+                                           "estimate_defaults"],
+                                          {"kernel.gemm.m": 4096, "kernel.gemm.n": 4096, "kernel.gemm.k": 4096})
+        res = engine.resolve("precision.linear.rate_ratio", scenario)
+        return [c.name for c in res.violated]
+
+    assert "arith.tc.supports_linear_format" in violated("gpu_a100_sxm")
+    assert "arith.tc.supports_linear_format" not in violated("gpu_h100_sxm")
