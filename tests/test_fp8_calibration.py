@@ -197,3 +197,13 @@ def test_fp8_on_an_a100_violates_the_tensor_core_format_constraint(engine: Engin
 
     assert "arith.tc.supports_linear_format" in violated("gpu_a100_sxm")
     assert "arith.tc.supports_linear_format" not in violated("gpu_h100_sxm")
+
+
+def test_fp8_keeps_two_quantized_weight_copies_in_model_state_memory(engine: Engine) -> None:
+    def copies(precision: str) -> float:
+        return engine.resolve("precision.bytes_per_param_low_precision_copies",
+                              engine.scenarios.build([precision])).value
+
+    # Row-wise and transposed FP8 copies, one byte each per parameter; BF16 keeps none.
+    assert copies("precision_bf16_mixed") == 0
+    assert copies("precision_fp8_te_delayed_scaling") == pytest.approx(2)
