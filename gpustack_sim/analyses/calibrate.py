@@ -80,7 +80,7 @@ class Fit:
     sds: dict[str, float | None]  # None: at a bound (not identified), or exactly determined by one measurement
     predicted: list[float]
     iterations: int
-    exact: frozenset[str] = frozenset()  # parameters fitted to a single measurement of their own: no spread
+    exact: frozenset[str] = frozenset()  # parameters with no more measurements of their own than unknowns
 
 
 def fit(models: RowModels, max_iterations: int = 200) -> Fit:
@@ -124,16 +124,20 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
     J = jacobian(theta)
     keys = [p.key for p in models.params]
     exact: set[str] = set()
-    if all(len(d) == 1 for d in models.depends):
-        # Separable: each row informs one parameter, whose spread comes from its own rows' residuals.
+    if all(models.depends):
+        # Parameters no row ties together are fitted independently: each block's spread comes from its own
+        # rows' residuals, and a block with no more rows than parameters is exactly determined.
         sds = np.zeros(len(keys))
-        for j, key in enumerate(keys):
-            mine = [i for i, d in enumerate(models.depends) if key in d]
-            if len(mine) < 2:
-                exact.add(key)
+        for block in _blocks(keys, models.depends):
+            cols = [keys.index(k) for k in block]
+            mine = [i for i, d in enumerate(models.depends) if d & block]
+            dof = len(mine) - len(cols)
+            if dof < 1:
+                exact.update(block)
                 continue
-            rj, Jj = r[mine], J[mine, j]
-            sds[j] = np.sqrt(float(rj @ rj) / (len(mine) - 1) / max(float(Jj @ Jj), 1e-300))
+            rb, Jb = r[mine], J[np.ix_(mine, cols)]
+            cov = np.linalg.pinv(Jb.T @ Jb) * (float(rb @ rb) / dof)
+            sds[cols] = np.sqrt(np.clip(np.diag(cov), 0, None))
     else:
         dof = max(len(r) - len(theta), 1)
         cov = np.linalg.pinv(J.T @ J) * (cost / dof)
@@ -143,6 +147,15 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
     return Fit(dict(zip(keys, map(float, theta))),
                {k: (None if k in at_bound or k in exact else float(sd)) for k, sd in zip(keys, sds)},
                list(map(float, models.predict(theta))), iterations, frozenset(exact - at_bound))
+
+
+def _blocks(keys: list[str], depends: list[frozenset[str]]) -> list[frozenset[str]]:
+    """Groups of parameters linked through rows that depend on more than one of them."""
+    groups = [frozenset([k]) for k in keys]
+    for d in depends:
+        joined = [g for g in groups if g & d]
+        groups = [g for g in groups if not g & d] + [frozenset().union(*joined)]
+    return sorted(groups, key=lambda g: min(keys.index(k) for k in g))
 
 
 def data_hash(paths: list[Path]) -> str:
@@ -182,8 +195,10 @@ FOLDER_EVIDENCE = (
 
 
 def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, params: tuple[Parameter, ...],
-                     held: tuple[Held, ...], name: str = "calibration") -> str:
-    """The calibration preset, written by hand so the file is stable byte for byte."""
+                     held: tuple[Held, ...], name: str = "calibration",
+                     declared: dict[str, tuple[float, str]] | None = None) -> str:
+    """The calibration preset, written by hand so the file is stable byte for byte. `declared`: root ->
+    (scale, units) of a root with units, whose fitted value (in base units) is written in its declared unit."""
     ref = evidence.reference
     lines = ["# yaml-language-server: $schema=../../schemas/presets.schema.json",
              f"# Written by `gpustack calibrate`; do not edit by hand. Fitted only to {evidence.scope}.",
@@ -205,12 +220,14 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
              "    assignments:"]
     for p in params:
         for root in p.roots:
+            scale, units = (declared or {}).get(root, (1.0, "1"))
             sd = result.sds[p.key]
-            spread = f", sd: {sd:.3g}" if sd is not None else ""
+            spread = f", sd: {sd / scale:.3g}" if sd is not None else ""
+            unit = "" if units == "1" else f", units: \"{units}\""
             note = f"fitted, group {p.key}" + (
-                "" if sd is not None else "; one measurement of its own: exactly determined, no spread"
+                "" if sd is not None else "; as many unknowns as measurements of its own: exactly determined, no spread"
                 if p.key in result.exact else "; stopped at its bound, not identified")
-            lines.append(f"      {root}: {{value: {result.values[p.key]:.6g}{spread}, "
+            lines.append(f"      {root}: {{value: {result.values[p.key] / scale:.6g}{unit}{spread}, "
                          f"reference: {ref}, note: \"{note}\"}}")
     for h in held:
         lines.append(f"      {h.root}: {{value: {h.value:g}, units: \"{h.units}\", "
@@ -281,7 +298,9 @@ def _calibration(models: RowModels, evidence: Evidence, held: tuple[Held, ...], 
     rows = models.rows
     measured = [r.measured for r in rows]
     stats = errors(result.predicted, measured)
-    text = calibration_yaml(result, stats, evidence, len(rows), models.params, held, name)
+    declared = {r: (v.scale, v.units) for p in models.params for r in p.roots
+                for v in [models.resolver.variable(r)] if v.units != "1"}
+    text = calibration_yaml(result, stats, evidence, len(rows), models.params, held, name, declared)
     table = [{"id": r.id, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m,
               "low": r.low, "high": r.high, "within_uncertainty": r.low <= p <= r.high}
              for r, m, p in zip(rows, measured, result.predicted)]
