@@ -211,3 +211,17 @@ def test_fp8_keeps_two_quantized_weight_copies_in_model_state_memory(engine: Eng
     # Row-wise and transposed FP8 copies, one byte each per parameter; BF16 keeps none.
     assert copies("precision_bf16_mixed") == 0
     assert copies("precision_fp8_te_delayed_scaling") == pytest.approx(2)
+
+
+def test_low_precision_share_follows_the_architecture(engine: Engine) -> None:
+    # GPT-3 175B at sequence 2048: linear layers 24 h^2 per layer per token (x2 FLOPs), logits 2 V h, attention
+    # products 4 s h per layer (causal halves them; here counted by the catalog's own attention FLOPs).
+    run = load_observations([NEMO])[0].run
+    scenario = engine.facts.run_fields.scenario(engine.scenarios, run.with_extras(presets=["calibration"]))
+    share = engine.resolve("precision.mix.low_flop_fraction", scenario).value
+    linear = engine.resolve("arch.flops.matmul_fwd_per_token", scenario).value \
+        - engine.resolve("arch.flops.logits_fwd_per_token", scenario).value
+    attention = engine.resolve("arch.flops.attn_fwd_per_token", scenario).value
+    logits = 2 * 51200 * 12288
+    assert share == pytest.approx(linear / (linear + logits + attention))
+    assert 0.85 < share < 1
