@@ -144,6 +144,23 @@ def _calibration_fit(c: _Checker) -> None:
         c.refs(("held", i), h.references, f"held value {h.variable}")
     c.unique(roots + [(("held", i, "variable"), h.variable) for i, h in enumerate(spec.held)],
              "fitted or held root")
+    comp = spec.components
+    if comp is None:
+        return
+    c.unique([(("components", "parameters", i, "key"), p.key) for i, p in enumerate(comp.parameters)],
+             "component parameter")
+    comp_roots = [(("components", "parameters", j, "roots", i), root) for j, p in enumerate(comp.parameters)
+                  for i, root in enumerate(p.roots)]
+    for loc, root in comp_roots:
+        c.name(loc, root)
+    c.unique(comp_roots, "component root")
+    c.unique([(("components", "generations", i, "key"), g.key) for i, g in enumerate(comp.generations)],
+             "generation")
+    c.unique([(("components", "generations", i, "preset"), g.preset) for i, g in enumerate(comp.generations)],
+             "generation preset")
+    for i, g in enumerate(comp.generations):
+        for j, name in enumerate(g.gpu_presets):
+            c.preset(("components", "generations", i, "gpu_presets", j), name)
 
 
 def _serve_figures(c: _Checker) -> None:

@@ -498,11 +498,40 @@ class HeldValue(Sourced):
     units: str = "1"
 
 
+class Generation(Strict):
+    """A hardware generation whose component measurements make a calibration preset of its own."""
+
+    key: Key
+    gpu_presets: Annotated[list[Name], Field(min_length=1, description=(
+        "GPU presets of this generation: a run naming one of them takes the generation's preset."))]
+    preset: Annotated[Name, Field(description="The preset `gpustack calibrate --components` writes.")]
+    applied: Annotated[bool, Field(description=(
+        "Whether `gpustack validate` applies the preset to runs of this generation (after the end-to-end "
+        "calibration); false keeps the end-to-end calibration alone, for the reason given."))] = True
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _reason_when_not_applied(self) -> "Generation":
+        if not self.applied and not self.reason:
+            raise ValueError("a generation whose preset is not applied needs a `reason`")
+        return self
+
+
+class ComponentFit(Strict):
+    """What the component calibration fits: each parameter on its own, per hardware generation, to kernel
+    and memory benchmarks (never to end-to-end runs); a generation's preset holds the parameters its
+    measurements identify."""
+
+    parameters: Annotated[list[FitParameter], Field(min_length=1)]
+    generations: Annotated[list[Generation], Field(min_length=1)]
+
+
 class CalibrationFitFile(Strict):
     """catalog/bindings/calibration_fit.yaml: what `gpustack calibrate` fits and what it holds fixed."""
 
     parameters: Annotated[list[FitParameter], Field(min_length=1, description="In the order they are fitted.")]
     held: list[HeldValue] = Field(default_factory=list)
+    components: ComponentFit | None = None
 
 
 Limit = Annotated[Union[float, Name], Field(description="A variable of the same units, or a number in its units.")]

@@ -189,9 +189,23 @@ class Engine:
             rows, evidence = cal.folder_rows(paths[0], self.facts, set(self.scenarios.presets))
         else:
             items = load_observations(paths) if paths else [
-                i for i in load_observations([default_observations()]) if i.obs.split == "calibration"]
+                i for i in load_observations([default_observations()])
+                if i.obs.split == "calibration" and i.obs.component is None]
             rows, evidence = cal.observation_rows(items, self.scenarios, self.facts, set(self.tables.references))
         return cal.calibrate(self.resolver, self.scenarios, self.facts, rows, evidence)
+
+    def calibrate_components(self, data: str | Path | Sequence[str | Path] = ()) -> list[Calibration]:
+        """Fit the kernel and memory efficiencies per hardware generation (nothing is written) to component
+        benchmarks: the given observation files or folders, or every one in data/observations. One
+        calibration per generation (catalog/bindings/calibration_fit.yaml, components.generations)."""
+        from .analyses import calibrate as cal
+        from .engine.observation import load_observations
+
+        paths = [Path(data)] if isinstance(data, (str, Path)) else [Path(p) for p in data]
+        items = load_observations(paths) if paths else [
+            i for i in load_observations([default_observations()]) if i.obs.component is not None]
+        return cal.component_calibrations(self.resolver, self.scenarios, self.facts, items,
+                                          set(self.tables.references))
 
     def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str | Policy = "daly", seed: int = 0,
                  replications: int = 1, days: float | None = None, interval_s: float | None = None,

@@ -32,29 +32,40 @@ from .scoring import errors
 from .uncertainty import vectorize
 
 class RowModels:
-    """Each row's figure as a compiled function of the fitted parameters (in base units)."""
+    """Each row's figure as a compiled function of the fitted parameters (in base units). With
+    `identified_only`, parameters none of whose roots any row depends on are dropped (not fitted)."""
 
     def __init__(self, resolver: Resolver, scenarios: ScenarioBuilder, fields: RunFields, rows: list[Row],
-                 params: tuple[Parameter, ...], held: tuple[Held, ...]):
-        self.resolver, self.rows, self.params = resolver, rows, params
+                 params: tuple[Parameter, ...], held: tuple[Held, ...], identified_only: bool = False):
+        self.resolver, self.rows = resolver, rows
         held_at = scenarios.build(assign={h.root: Quantity(value=h.value, units=h.units) for h in held})
-        self.symbols = [sympy.Symbol(p.key, positive=True) for p in params]
-        self.functions = []
+        roots = [r for p in params for r in p.roots]
+        exprs = []
         for row in rows:
-            scenario = fields.scenario(scenarios, row.run)
-            scenario.assignments.update(held_at.assignments)
-            roots = [r for p in params for r in p.roots]
-            held = scenario.holding(roots)
+            if row.component is not None:
+                c = row.component
+                scenario = scenarios.build(c.presets, c.assign, c.variants, origin=row.where)
+            else:
+                scenario = fields.scenario(scenarios, row.run)
+                scenario.assignments.update(held_at.assignments)
             try:
-                res = resolver.resolve(row.target, held)
+                res = resolver.resolve(row.target, scenario.holding(roots))
             except ResolveError as exc:
                 raise InputError(f"{row.where} ({row.id}): {exc.message}", exc.hint) from None
             if res.missing:
                 raise InputError(f"{row.where} ({row.id}): {row.target} still needs "
                                  f"{', '.join(sorted(res.missing))}", "add them to a preset")
-            expr = res.symbolic if res.value is None else sympy.Float(res.value * self._scale(row.target))
-            tie = {resolver.symbol(r): s for p, s in zip(params, self.symbols) for r in p.roots}
-            self.functions.append(vectorize(self.symbols, expr.xreplace(tie)))
+            exprs.append(res.symbolic if res.value is None else sympy.Float(res.value * self._scale(row.target)))
+        if identified_only:
+            present = set().union(*(e.free_symbols for e in exprs))
+            params = tuple(p for p in params if any(resolver.symbol(r) in present for r in p.roots))
+        self.params = params
+        # Which parameters each row's figure depends on: rows of one parameter each make the fit separable.
+        self.depends = [frozenset(p.key for p in params if any(resolver.symbol(r) in e.free_symbols for r in p.roots))
+                        for e in exprs]
+        self.symbols = [sympy.Symbol(p.key, positive=True) for p in params]
+        tie = {resolver.symbol(r): s for p, s in zip(params, self.symbols) for r in p.roots}
+        self.functions = [vectorize(self.symbols, e.xreplace(tie)) for e in exprs]
 
     def _scale(self, name: str) -> float:
         return self.resolver.variable(name).scale
@@ -67,9 +78,10 @@ class RowModels:
 @dataclass
 class Fit:
     values: dict[str, float]
-    sds: dict[str, float | None]  # None: the parameter ended at a bound (not identified)
+    sds: dict[str, float | None]  # None: at a bound (not identified), or exactly determined by one measurement
     predicted: list[float]
     iterations: int
+    exact: frozenset[str] = frozenset()  # parameters with no more measurements of their own than unknowns
 
 
 def fit(models: RowModels, max_iterations: int = 200) -> Fit:
@@ -111,15 +123,40 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
             if lam > 1e12:
                 break
     J = jacobian(theta)
-    dof = max(len(r) - len(theta), 1)
-    cov = np.linalg.pinv(J.T @ J) * (cost / dof)
-    sds = np.sqrt(np.clip(np.diag(cov), 0, None))
     keys = [p.key for p in models.params]
+    exact: set[str] = set()
+    if all(models.depends):
+        # Parameters no row ties together are fitted independently: each block's spread comes from its own
+        # rows' residuals, and a block with no more rows than parameters is exactly determined.
+        sds = np.zeros(len(keys))
+        for block in _blocks(keys, models.depends):
+            cols = [keys.index(k) for k in block]
+            mine = [i for i, d in enumerate(models.depends) if d & block]
+            dof = len(mine) - len(cols)
+            if dof < 1:
+                exact.update(block)
+                continue
+            rb, Jb = r[mine], J[np.ix_(mine, cols)]
+            cov = np.linalg.pinv(Jb.T @ Jb) * (float(rb @ rb) / dof)
+            sds[cols] = np.sqrt(np.clip(np.diag(cov), 0, None))
+    else:
+        dof = max(len(r) - len(theta), 1)
+        cov = np.linalg.pinv(J.T @ J) * (cost / dof)
+        sds = np.sqrt(np.clip(np.diag(cov), 0, None))
     # A parameter stopped by its bound is not identified by the data: it gets no uncertainty.
     at_bound = {k for k, t, a, b in zip(keys, theta, lo, hi) if min(t - a, b - t) <= 1e-9 * max(abs(b), 1.0)}
     return Fit(dict(zip(keys, map(float, theta))),
-               {k: (None if k in at_bound else float(sd)) for k, sd in zip(keys, sds)},
-               list(map(float, models.predict(theta))), iterations)
+               {k: (None if k in at_bound or k in exact else float(sd)) for k, sd in zip(keys, sds)},
+               list(map(float, models.predict(theta))), iterations, frozenset(exact - at_bound))
+
+
+def _blocks(keys: list[str], depends: list[frozenset[str]]) -> list[frozenset[str]]:
+    """Groups of parameters linked through rows that depend on more than one of them."""
+    groups = [frozenset([k]) for k in keys]
+    for d in depends:
+        joined = [g for g in groups if g & d]
+        groups = [g for g in groups if not g & d] + [frozenset().union(*joined)]
+    return sorted(groups, key=lambda g: min(keys.index(k) for k in g))
 
 
 def data_hash(paths: list[Path]) -> str:
@@ -159,12 +196,14 @@ FOLDER_EVIDENCE = (
 
 
 def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, params: tuple[Parameter, ...],
-                     held: tuple[Held, ...]) -> str:
-    """The calibration preset, written by hand so the file is stable byte for byte."""
+                     held: tuple[Held, ...], name: str = "calibration",
+                     declared: dict[str, tuple[float, str]] | None = None) -> str:
+    """The calibration preset, written by hand so the file is stable byte for byte. `declared`: root ->
+    (scale, units) of a root with units, whose fitted value (in base units) is written in its declared unit."""
     ref = evidence.reference
     lines = ["# yaml-language-server: $schema=../../schemas/presets.schema.json",
              f"# Written by `gpustack calibrate`; do not edit by hand. Fitted only to {evidence.scope}.",
-             "presets:", "  - name: calibration",
+             "presets:", f"  - name: {name}",
              "    description: >-",
              *(f"      {line}" for line in evidence.description),
              "    provenance: fitted",
@@ -182,10 +221,14 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
              "    assignments:"]
     for p in params:
         for root in p.roots:
+            scale, units = (declared or {}).get(root, (1.0, "1"))
             sd = result.sds[p.key]
-            spread = f", sd: {sd:.3g}" if sd is not None else ""
-            note = f"fitted, group {p.key}" + ("" if sd is not None else "; stopped at its bound, not identified")
-            lines.append(f"      {root}: {{value: {result.values[p.key]:.6g}{spread}, "
+            spread = f", sd: {sd / scale:.3g}" if sd is not None else ""
+            unit = "" if units == "1" else f", units: \"{units}\""
+            note = f"fitted, group {p.key}" + (
+                "" if sd is not None else "; as many unknowns as measurements of its own: exactly determined, no spread"
+                if p.key in result.exact else "; stopped at its bound, not identified")
+            lines.append(f"      {root}: {{value: {result.values[p.key] / scale:.6g}{unit}{spread}, "
                          f"reference: {ref}, note: \"{note}\"}}")
     for h in held:
         lines.append(f"      {h.root}: {{value: {h.value:g}, units: \"{h.units}\", "
@@ -205,10 +248,12 @@ class Calibration:
     observations: list[str]
     iterations: int
     preset_text: str
+    preset: str = "calibration"  # the preset's name (a generation's own for component calibrations)
 
     def to_dict(self) -> dict:
-        return {"data": self.data, "parameters": self.parameters, "rows": self.rows, **self.stats,
-                "data_sha256": self.data_sha256, "observations": self.observations, "iterations": self.iterations}
+        return {"preset_name": self.preset, "data": self.data, "parameters": self.parameters, "rows": self.rows,
+                **self.stats, "data_sha256": self.data_sha256, "observations": self.observations,
+                "iterations": self.iterations}
 
 
 def folder_rows(data_dir: Path, facts: Facts, presets: set[str]) -> tuple[list[Row], Evidence]:
@@ -228,6 +273,10 @@ def observation_rows(items: list[Loaded], scenarios: ScenarioBuilder, facts: Fac
     if not items:
         raise InputError("no calibration observations given", "pass observation files, or see data/observations")
     require_split(items, "calibration", "calibrate")
+    benchmarks = [i for i in items if i.obs.component is not None]
+    if benchmarks:
+        raise InputError(f"{benchmarks[0].where}: `{benchmarks[0].obs.id}` is a component benchmark; fit those "
+                         "per hardware generation", "gpustack calibrate --components")
     serving = [i for i in items if not isinstance(i.run, RunSpec)]
     if serving:
         raise InputError(f"{serving[0].where}: observation `{serving[0].obs.id}` is of a serving run; calibrate fits "
@@ -250,14 +299,62 @@ def observation_rows(items: list[Loaded], scenarios: ScenarioBuilder, facts: Fac
                           tuple(i.obs.id for i in items))
 
 
-def calibrate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, rows: list[Row],
-              evidence: Evidence) -> Calibration:
-    result = fit(RowModels(resolver, scenarios, facts.run_fields, rows, facts.parameters, facts.held))
+def _calibration(models: RowModels, evidence: Evidence, held: tuple[Held, ...], name: str) -> Calibration:
+    result = fit(models)
+    rows = models.rows
     measured = [r.measured for r in rows]
     stats = errors(result.predicted, measured)
-    text = calibration_yaml(result, stats, evidence, len(rows), facts.parameters, facts.held)
-    table = [{"id": r.id, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m}
+    declared = {r: (v.scale, v.units) for p in models.params for r in p.roots
+                for v in [models.resolver.variable(r)] if v.units != "1"}
+    text = calibration_yaml(result, stats, evidence, len(rows), models.params, held, name, declared)
+    table = [{"id": r.id, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m,
+              "low": r.low, "high": r.high, "within_uncertainty": r.low <= p <= r.high}
              for r, m, p in zip(rows, measured, result.predicted)]
-    parameters = {k: {"value": v, "sd": result.sds[k]} for k, v in result.values.items()}
+    parameters = {k: {"value": v, "sd": result.sds[k], "exactly_determined": k in result.exact}
+                  for k, v in result.values.items()}
     return Calibration(list(evidence.files), table, parameters, stats, evidence.digest, list(evidence.observations),
-                       result.iterations, text)
+                       result.iterations, text, name)
+
+
+def calibrate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, rows: list[Row],
+              evidence: Evidence) -> Calibration:
+    models = RowModels(resolver, scenarios, facts.run_fields, rows, facts.parameters, facts.held)
+    return _calibration(models, evidence, facts.held, "calibration")
+
+
+def component_calibrations(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, items: list[Loaded],
+                           references: Collection[str]) -> list[Calibration]:
+    """One calibration preset per hardware generation, each fitted to that generation's component
+    benchmarks alone (kernel and memory measurements; end-to-end runs are never among them)."""
+    require_split(items, "calibration", "calibrate")
+    items = [i for i in items if i.obs.component is not None]
+    if not items:
+        raise InputError("no component benchmarks among the calibration observations",
+                         "observations with a `component` block (docs/evaluation.md)")
+    check_sources(items, references)
+    out = []
+    for key in sorted({i.obs.component.generation for i in items}):
+        mine = [i for i in items if i.obs.component.generation == key]
+        gen = facts.generations.get(key)
+        if gen is None:
+            raise InputError(f"{mine[0].where}: component.generation: no generation `{key}` in "
+                             "catalog/bindings/calibration_fit.yaml", f"one of: {', '.join(sorted(facts.generations))}")
+        refs = sorted({i.obs.source.reference for i in mine})
+        if len(refs) != 1:
+            raise InputError(f"generation {key}: component benchmarks cite {len(refs)} sources ({', '.join(refs)}); "
+                             "a preset's fitted values carry one reference")
+        rows = [observation_row(i, scenarios, facts.measured_runs) for i in mine]
+        files = tuple(sorted({i.file.name for i in mine}))
+        description = (f"Kernel and memory efficiencies of hardware generation {key} ({', '.join(gen.gpu_presets)}),",
+                       "fitted to the component benchmarks listed under fit.observations, by damped Gauss-Newton",
+                       "on log(predicted / measured); each parameter on its own. Never fitted to end-to-end runs.")
+        evidence = Evidence(f"component benchmarks of generation {key}", description,
+                            f"gpustack calibrate --components on data/observations ({', '.join(files)})", refs[0],
+                            files, observations_hash(mine), tuple(i.obs.id for i in mine))
+        models = RowModels(resolver, scenarios, facts.run_fields, rows, facts.component_parameters, (),
+                           identified_only=True)
+        if not models.params:
+            raise InputError(f"generation {key}: its benchmarks depend on none of the component parameters",
+                             "catalog/bindings/calibration_fit.yaml, components.parameters")
+        out.append(_calibration(models, evidence, (), gen.preset))
+    return out

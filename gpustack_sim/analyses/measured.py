@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from gpustack_compiler.errors import InputError
 
 from ..engine.facts import MeasuredRuns
-from ..engine.observation import Decision, Loaded
+from ..engine.observation import Component, Decision, Loaded
 from ..engine.run import RunSpec, set_field
 from ..engine.scenario import ScenarioBuilder
 
@@ -33,7 +33,7 @@ class Row:
     panel: str
     where: str  # file:line
     label: str
-    run: RunSpec
+    run: RunSpec | None  # None for a component benchmark
     target: str
     measured: float
     low: float  # the measurement's uncertainty interval
@@ -42,6 +42,7 @@ class Row:
     source: str | None = None  # reference key and locator
     assumptions: tuple[str, ...] = ()  # run fields the source does not report
     ids: tuple[str, ...] = field(default=())  # every observation behind the row (replicates are one row)
+    component: Component | None = None  # the benchmark's setup, instead of a run
 
 
 # ---- observations ----------------------------------------------------------------------------------
@@ -75,9 +76,10 @@ def observation_row(item: Loaded, scenarios: ScenarioBuilder, runs: MeasuredRuns
         return scenarios.quantity(target, f"{value!r} {m.units}", item.where).value / scale
 
     source = f"{obs.source.reference}, {obs.source.locator}"
-    return Row(obs.id, obs.panel, item.where, item.run.name, item.run, target, declared(m.value),
+    label = item.run.name if item.run is not None else f"{obs.component.generation} component"
+    return Row(obs.id, obs.panel, item.where, label, item.run, target, declared(m.value),
                declared(m.uncertainty.low), declared(m.uncertainty.high), obs.decision, source,
-               tuple(a.field for a in obs.assumptions), (obs.id,))
+               tuple(a.field for a in obs.assumptions), (obs.id,), obs.component)
 
 
 # ---- CSV rows --------------------------------------------------------------------------------------

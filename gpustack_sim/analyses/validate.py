@@ -19,6 +19,7 @@ from gpustack_compiler.errors import InputError
 from ..engine.facts import Facts
 from ..engine.observation import load_observations, require_split
 from ..engine.resolver import ResolveError, Resolver
+from ..engine.run import RunSpec
 from ..engine.scenario import ScenarioBuilder
 from . import scoring
 from .estimate import fitted_distributions, intervals
@@ -108,6 +109,14 @@ def fitted_ids(scenarios: ScenarioBuilder, presets: Sequence[str]) -> set[str]:
     return out
 
 
+def generation_presets(scenarios: ScenarioBuilder, facts: Facts, run: RunSpec) -> list[str]:
+    """The component calibration presets of the hardware generations whose GPU presets the run names, where
+    `gpustack calibrate --components` has written one: applied after the end-to-end calibration."""
+    named = set(run.presets_in_order())
+    return [g.preset for g in facts.generations.values()
+            if g.applied and named & set(g.gpu_presets) and g.preset in scenarios.presets]
+
+
 def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], *,
              presets: Sequence[str] = (), assign: Mapping[str, object] | None = None, samples: int = 2000,
              seed: int = 0, calibration: str | None = "calibration", default_dir: Path | None = None,
@@ -115,8 +124,10 @@ def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sourc
     extra = [*([calibration] if calibration else []), *presets]
     scenarios.build(extra, assign)  # the options apply to every row: a bad one is the user's, once
     rows, unresolved = gather(scenarios, facts, sources, default_dir, references)
-    runs = {r.id: r.run.with_extras(presets=[p for p in extra if p not in r.run.presets_in_order()], assign=assign)
-            for r in rows}
+    runs = {}
+    for r in rows:
+        mine = [*([calibration] if calibration else []), *generation_presets(scenarios, facts, r.run), *presets]
+        runs[r.id] = r.run.with_extras(presets=[p for p in mine if p not in r.run.presets_in_order()], assign=assign)
     leaked = sorted(i for r in rows for i in set(r.ids) & fitted_ids(scenarios, runs[r.id].presets_in_order()))
     if leaked:
         raise InputError(f"validate refuses {len(leaked)} observation(s) the active calibration was fitted to: "

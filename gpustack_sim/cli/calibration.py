@@ -19,26 +19,47 @@ def calibrate_cmd(ctx: typer.Context,
                                             help="Or a calibration data folder (training_iterations.csv, "
                                             "hardware.yaml), e.g. ../shared/data/calibration."),
                   out_path: Path = typer.Option(None, "--out", help="Preset file to write "
-                                                "(default catalog/presets/calibration.yaml)."),
+                                                "(default catalog/presets/calibration.yaml; with --components, "
+                                                "the folder for one calibration_<generation>.yaml per generation)."),
+                  components: bool = typer.Option(False, "--components", help="Fit kernel and memory efficiencies "
+                                                  "per hardware generation to component benchmarks instead."),
                   as_json: bool = JsonOpt) -> None:
     """Fit the parameters needing calibration to calibration data and write the calibration preset."""
     if data is not None and sources:
         raise typer.BadParameter("give observation files or --data, not both")
-    cal = engine(ctx).calibrate(data if data is not None else list(sources or []))
-    target = out_path or settings(ctx).catalog / "presets" / "calibration.yaml"
-    write_text(target, cal.preset_text)
-    table, stats, digest = cal.rows, cal.stats, cal.data_sha256
-    data_out = {"preset": str(target), **cal.to_dict()}
-    lines = [f"{'id':<40}{'measured':>11}{'predicted':>11}{'error':>9}"]
-    lines += [f"{t['id']:<40}{t['measured']:>11.4g}{t['predicted']:>11.4g}{100 * t['error']:>8.1f}%" for t in table]
+    if components and data is not None:
+        raise typer.BadParameter("--components fits observation files, not a --data folder")
+    if components:
+        cals = engine(ctx).calibrate_components(list(sources or []))
+        folder = out_path or settings(ctx).catalog / "presets"
+        targets = [folder / f"{c.preset}.yaml" for c in cals]
+    else:
+        cals = [engine(ctx).calibrate(data if data is not None else list(sources or []))]
+        targets = [out_path or settings(ctx).catalog / "presets" / "calibration.yaml"]
+    for cal, target in zip(cals, targets):
+        write_text(target, cal.preset_text)
+    lines = []
+    for cal, target in zip(cals, targets):
+        lines += _report(cal, target)
+    data_out = [{"preset": str(t), **c.to_dict()} for c, t in zip(cals, targets)]
+    out(data_out if components else data_out[0], "\n".join(lines), as_json)
+
+
+def _report(cal, target: Path) -> list[str]:
+    stats, digest = cal.stats, cal.data_sha256
+    lines = [f"preset {cal.preset}:", f"{'id':<40}{'measured':>11}{'predicted':>11}{'error':>9}"]
+    lines += [f"{t['id']:<40}{t['measured']:>11.4g}{t['predicted']:>11.4g}{100 * t['error']:>8.1f}%"
+              + ("" if t["within_uncertainty"] else "  outside its uncertainty") for t in cal.rows]
     lines.append(f"in-sample: MAPE {100 * stats['mape']:.1f}%, max |error| {100 * stats['max_abs_error']:.1f}%, "
                  f"signed bias {100 * stats['bias']:+.1f}%")
-    lines += [f"fitted {k} = {p['value']:.4f} " + (f"± {p['sd']:.4f}" if p["sd"] is not None
+    lines += [f"fitted {k} = {p['value']:.4g} " + (f"± {p['sd']:.2g}" if p["sd"] is not None
+                                                   else "(exactly determined by its own measurements)"
+                                                   if p["exactly_determined"]
                                                    else "(at its bound: not identified by the data)")
               for k, p in cal.parameters.items()]
     lines.append(f"wrote {target} (data sha256 {digest[:12]}"
                  + (f", {len(cal.observations)} observation ids)" if cal.observations else ")"))
-    out(data_out, "\n".join(lines), as_json)
+    return lines
 
 
 def _pct(value) -> str:

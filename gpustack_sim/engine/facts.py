@@ -72,6 +72,16 @@ class Held:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """A hardware generation: the GPU presets it covers and the calibration preset its components make."""
+
+    key: str
+    gpu_presets: tuple[str, ...]
+    preset: str
+    applied: bool = True  # whether validate applies the preset to runs of this generation
+
+
+@dataclass(frozen=True)
 class MeasuredRuns:
     """How a CSV row of measured iterations becomes a run."""
 
@@ -139,6 +149,18 @@ class Facts:
     def parameters(self) -> tuple[Parameter, ...]:
         return tuple(Parameter(p["key"], tuple(p["roots"]), p["initial"], p["low"], p["high"])
                      for p in self._table("calibration_fit")["parameters"])
+
+    @cached_property
+    def component_parameters(self) -> tuple[Parameter, ...]:
+        comp = self._table("calibration_fit").get("components") or {}
+        return tuple(Parameter(p["key"], tuple(p["roots"]), p["initial"], p["low"], p["high"])
+                     for p in comp.get("parameters", []))
+
+    @cached_property
+    def generations(self) -> dict[str, Generation]:
+        comp = self._table("calibration_fit").get("components") or {}
+        return {g["key"]: Generation(g["key"], tuple(g["gpu_presets"]), g["preset"], g.get("applied", True))
+                for g in comp.get("generations", [])}
 
     @cached_property
     def held(self) -> tuple[Held, ...]:

@@ -114,6 +114,19 @@ InlineRun = Annotated[Union[Annotated[RunSpec, Tag("training")], Annotated[Serve
                       Discriminator(_run_kind)]
 
 
+class Component(_Strict):
+    """A kernel or memory benchmark measured on its own (a GEMM of one shape, an attention kernel, a STREAM
+    kernel): the presets and values that set it up, and the hardware generation whose calibration preset
+    it informs. Component measurements are calibration data only; end-to-end runs never are fitted to."""
+
+    generation: Annotated[str, Field(pattern=KEY_PATTERN, description=(
+        "Hardware generation (a key of catalog/bindings/calibration_fit.yaml, components.generations)."))]
+    presets: Annotated[list[str], Field(min_length=1, description="Presets in order (later ones win).")]
+    variants: dict[str, str] = Field(default_factory=dict, description="Variant selections, NAME -> KEY.")
+    assign: dict[str, float | str] = Field(default_factory=dict, description=(
+        "The benchmark's setup, NAME -> value in declared units or '8192 token'."))
+
+
 class Observation(_Strict):
     id: Annotated[str, Field(pattern=ID_PATTERN, description="Unique and permanent: a changed value is a new id.")]
     split: Annotated[Literal["calibration", "evaluation"], Field(description=(
@@ -126,6 +139,7 @@ class Observation(_Strict):
         "The run, inline: a training run (schemas/run.schema.json), or a serving run with `kind: serving` "
         "(schemas/serve_run.schema.json)."))] = None
     run_file: Annotated[str | None, Field(description="Or a run file, relative to this file's folder.")] = None
+    component: Annotated[Component | None, Field(description="Or a component benchmark (calibration only).")] = None
     assumptions: list[Assumption] = Field(default_factory=list)
     decision: Decision | None = None
     source: Source
@@ -133,8 +147,10 @@ class Observation(_Strict):
 
     @model_validator(mode="after")
     def _one_run(self) -> "Observation":
-        if (self.run is None) == (self.run_file is None):
-            raise ValueError("give exactly one of `run` and `run_file`")
+        if sum(x is not None for x in (self.run, self.run_file, self.component)) != 1:
+            raise ValueError("give exactly one of `run`, `run_file` and `component`")
+        if self.component is not None and self.split != "calibration":
+            raise ValueError("a component benchmark is calibration data (split: calibration)")
         return self
 
 
@@ -153,7 +169,7 @@ class Loaded:
     file: Path
     line: int
     sha256: str
-    run: RunSpec | ServeRunSpec
+    run: RunSpec | ServeRunSpec | None  # None for a component benchmark (obs.component)
 
     @property
     def where(self) -> str:
@@ -179,7 +195,11 @@ def load_file(path: Path) -> list[Loaded]:
             run_path = path.parent / obs.run_file
             run = load_run(run_path)
             extra = run_path.read_bytes()
-        digest = canonical_sha256(obs.model_dump(mode="json"))
+        dumped = obs.model_dump(mode="json")
+        if dumped.get("component") is None:
+            # Observations of runs hash as they did before component benchmarks existed.
+            dumped.pop("component", None)
+        digest = canonical_sha256(dumped)
         if extra:
             # A run file can change under an observation that names it: its bytes are part of the content.
             digest = hashlib.sha256(f"{digest}\0".encode() + extra).hexdigest()
