@@ -23,6 +23,8 @@ from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitSystem
 
 from .compiled import REPO_CATALOG, compile_catalog, default_catalog  # noqa: F401  (part of the API)
+from .distributed import Backend
+from .distributed.chunks import Progress
 from .engine.cache import ParsedRelations, cache_file
 from .engine.facts import Facts
 from .engine.resolver import Resolution, Resolver
@@ -30,6 +32,8 @@ from .engine.run import RunSpec, load_run
 from .engine.scenario import Scenario, ScenarioBuilder
 
 if TYPE_CHECKING:
+    from distributed import Client
+
     from .analyses.calibrate import Calibration
     from .analyses.estimate import Estimate
     from .analyses.sweep import SweepResult
@@ -133,29 +137,36 @@ class Engine:
 
         return parse_spec(spec, self.scenarios)
 
+    # Monte Carlo, sweeps, simulation replications and experiment panels run in chunks, each seeded from the
+    # run's seed and its index: in this process, or with `client` (a dask.distributed Client) on its cluster,
+    # with the same result for any number of workers (docs/scale.md).
+
     def sample(self, target: str, scenario: Scenario, distributions: Sequence[Distribution],
-               samples: int = 10000, seed: int = 0) -> Summary:
+               samples: int = 10000, seed: int = 0, client: Client | None = None) -> Summary:
         """Monte Carlo over the given roots and the stochastic relations in the cone: percentiles, mean and
         sd of `target`."""
         from .analyses.uncertainty import MonteCarlo
 
         self.variable(target)
-        return MonteCarlo(self.resolver).run(target, scenario, list(distributions), samples, seed)
+        return MonteCarlo(self.resolver, Backend(client)).run(target, scenario, list(distributions), samples, seed)
 
-    def estimate(self, run: RunSpec, samples: int = 10000, seed: int = 0, sample: Sequence[str] = ()) -> Estimate:
+    def estimate(self, run: RunSpec, samples: int = 10000, seed: int = 0, sample: Sequence[str] = (),
+                 client: Client | None = None) -> Estimate:
         """A run's time, throughput, utilization, memory, energy and cost, each with a p5/p50/p95 interval."""
         from .analyses.estimate import estimate
 
-        return estimate(self.resolver, self.scenarios, self.facts, run, samples, seed, list(sample))
+        return estimate(self.resolver, self.scenarios, self.facts, run, samples, seed, list(sample), Backend(client))
 
     def sweep(self, run: RunSpec, grid: Mapping[str, Sequence], objective: str = "tokens_per_sec",
-              top: int = 10) -> SweepResult:
+              top: int = 10, client: Client | None = None, progress: Progress | None = None) -> SweepResult:
         """Every layout on the grid (axis -> values, as text or as a run file writes them), invalid ones
-        counted by reason, valid ones ranked by `objective` (axes and objectives: catalog/bindings/)."""
+        counted by reason, valid ones ranked by `objective` (axes and objectives: catalog/bindings/). The grid
+        streams through in chunks: memory stays bounded whatever its size. `progress(done, total)` hears of
+        chunks done."""
         from .analyses.sweep import sweep
 
         return sweep(self.resolver, self.scenarios, self.facts, run, {k: list(v) for k, v in grid.items()},
-                     objective, top)
+                     objective, top, Backend(client), progress)
 
     def calibrate(self, data: str | Path | Sequence[str | Path] = ()) -> Calibration:
         """Fit the calibration parameters (nothing is written): to calibration observations (files or
@@ -175,11 +186,13 @@ class Engine:
 
     def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str | Policy = "daly", seed: int = 0,
                  replications: int = 1, days: float | None = None, interval_s: float | None = None,
-                 workers: int = 1, progress=None, parameters: JobParameters | None = None,
+                 client: Client | None = None, progress: Progress | None = None,
+                 parameters: JobParameters | None = None,
                  layouts: Mapping[str, RunSpec] | None = None) -> SimulationResult:
         """Replay the run in the virtual datacenter (to its token budget, or over `days`): failures,
         checkpoints, recovery and power, with intervals over replications (docs/datacenter.md).
-        `parameters` (from `job_parameters(run)`) saves resolving the run again. `layouts`: other run files
+        `parameters` (from `job_parameters(run)`) saves resolving the run again. `progress(done, total)` hears
+        of chunks of replications done. `layouts`: other run files
         of the same job in another parallel layout (name -> run), which a policy may switch to."""
         from .datacenter import simulate
         from .datacenter.sites import load_sites
@@ -188,7 +201,7 @@ class Engine:
         params = parameters if parameters is not None else self.job_parameters(run)[0]
         variants = {name: self.job_parameters(r)[0] for name, r in (layouts or {}).items()}
         return simulate(params, sites=placed, policy=policy, seed=seed, replications=replications, days=days,
-                        to_budget=days is None, interval_s=interval_s, workers=workers, progress=progress,
+                        to_budget=days is None, interval_s=interval_s, backend=Backend(client), progress=progress,
                         layouts=variants)
 
     def job_parameters(self, run: RunSpec) -> tuple[JobParameters, dict[str, Resolution]]:
