@@ -52,7 +52,7 @@ class Backend:
         index = {f.key: i for i, f in enumerate(futures)}
         results: list = [None] * total
         try:
-            for k, future in enumerate(as_completed(futures), 1):
+            for k, future in enumerate(as_completed(futures, loop=self.client.loop), 1):
                 results[index[future.key]] = future.result()
                 future.release()
                 if progress:
