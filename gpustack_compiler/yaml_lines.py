@@ -40,6 +40,10 @@ class YamlError(Exception):
         self.line = line
         self.column = column
 
+    def __reduce__(self):
+        # sent back from a forked parser (gpustack_compiler.forked)
+        return YamlError, (self.message, self.line, self.column)
+
 
 class _Loader(_Base):
     def __init__(self, stream):
@@ -116,6 +120,14 @@ def load(text: str):
     finally:
         loader.dispose()
     return data, loader.duplicates
+
+
+def load_or_error(text: str):
+    """`load(text)`, or the YamlError it raised."""
+    try:
+        return load(text)
+    except YamlError as exc:
+        return exc
 
 
 def line_at(data, loc: tuple) -> int:
