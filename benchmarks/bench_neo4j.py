@@ -1,9 +1,11 @@
 """Benchmarks for Neo4j (issue 3): compile + load, an estimate from the graph alone (beside the same
 estimate from the manifest), cone and root-debt queries, and a synthetic catalog of 10,000 variables.
 
-Targets: `gpustack compile --neo4j` of the full catalog in at most 3 s; upstream cone of
-`econ.cost.per_token` p50 at most 20 ms; root debt over all roots at most 500 ms; the synthetic
-catalog (10,000 variables, 7,000 relations) loaded in at most 30 s with a cone p50 of at most 100 ms.
+Targets: `gpustack compile --neo4j` of the full catalog in at most 2 s of wall time (warm compile cache;
+issue 17, measured 2.15 s before); upstream cone of `econ.cost.per_token` p50 at most 20 ms; root debt
+over all roots at most 500 ms; the synthetic catalog (10,000 variables, 7,000 relations) loaded in at most
+5 s (issue 17, measured 6.7 s before) with a cone p50 of at most 100 ms. The load average is printed:
+other processes on the machine slow every figure.
 
 Uses $NEO4J_URI if set (the database must hold only gpustack data: the graph is replaced), else
 starts a private local Neo4j on free ports with its data in a temporary directory and stops it.
@@ -102,7 +104,7 @@ def run(catalog: Path, repeat: int, tmp: Path) -> list[tuple[str, float, float |
         wall, data = gpustack("--catalog", str(catalog), "--build-dir", str(real_build), "compile", "--neo4j")
         walls.append(wall)
         loads.append(data["neo4j"]["seconds"])
-    rows.append(("full catalog: compile --neo4j (warm compile cache), wall", statistics.median(walls), 3.0,
+    rows.append(("full catalog: compile --neo4j (warm compile cache), wall", statistics.median(walls), 2.0,
                  f"median of {repeat} after 2 warm-ups; the load itself {statistics.median(loads):.2f} s"))
 
     run_file = str(REPO / "runs" / "llama70b_1024xh100.yaml")
@@ -136,11 +138,11 @@ def run(catalog: Path, repeat: int, tmp: Path) -> list[tuple[str, float, float |
     pipeline.run(syn, syn_build, write_manifest=True)
     rows.append(("synthetic 10k: compile (no Neo4j), cold", time.perf_counter() - t, None, "fills the compile cache"))
     wall, data = gpustack("--catalog", str(syn), "--build-dir", str(syn_build), "compile", "--neo4j")
-    rows.append(("synthetic 10k: load (replacing the full catalog)", data["neo4j"]["seconds"], 30.0,
+    rows.append(("synthetic 10k: load (replacing the full catalog)", data["neo4j"]["seconds"], 5.0,
                  f"{data['neo4j']['nodes']} nodes, {data['neo4j']['relationships']} relationships; "
                  f"wall {wall:.2f} s"))
     wall, data = gpustack("--catalog", str(syn), "--build-dir", str(syn_build), "compile", "--neo4j")
-    rows.append(("synthetic 10k: load again (replacing itself)", data["neo4j"]["seconds"], 30.0,
+    rows.append(("synthetic 10k: load again (replacing itself)", data["neo4j"]["seconds"], 5.0,
                  f"wall {wall:.2f} s, removed {data['neo4j']['removed_nodes']} stale nodes"))
     manifest = pipeline.run(syn, syn_build, write_manifest=False).manifest
     mem = ManifestSource(manifest)
@@ -199,6 +201,7 @@ def main() -> None:
         print(json.dumps([{"benchmark": n, "seconds": s, "target": t, "note": note} for n, s, t, note in rows],
                          indent=2))
         return
+    print("load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores")
     print(f"{'benchmark':<62}{'result':>10}{'target':>10}")
     for name, seconds, target, note in rows:
         fmt = (lambda x: f"{x * 1000:.1f} ms") if (target or seconds) < 1 else (lambda x: f"{x:.2f} s")

@@ -25,3 +25,18 @@ def run_cli(args: list[str]) -> tuple[float, subprocess.CompletedProcess]:
 def median_wall(args: list[str], repeat: int) -> float:
     """Median wall time of `gpustack ARGS` over `repeat` fresh processes."""
     return statistics.median(run_cli(args)[0] for _ in range(repeat))
+
+
+def wall_and_peak(args: list[str]) -> tuple[float, float]:
+    """Wall time and peak resident memory (MB) of `gpustack ARGS` as a fresh process."""
+    import os
+
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", "from gpustack_sim.cli.main import main; main()", *args],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"gpustack {' '.join(args)} failed (exit {proc.returncode}):\n{proc.stderr.read()}")
+    return wall, usage.ru_maxrss / 1024

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-
 import sympy
 
 from .bindings import binding_tables
 from .catalog import Catalog, RelEntry
 from .expressions import ExprError
+from .forked import can_fork, fork_map
 from .graph import CatalogGraph, RelationEdges
 from .kinds import CONSTRAINT, KEYED, kind_of
 from .manifest import SCHEMA_VERSION
@@ -47,13 +45,11 @@ def _cache_key(name: str, rel: RelEntry, table: SymbolTable) -> str:
 
 
 PARALLEL_THRESHOLD = 1000
-_WORKER_STATE: tuple[SymbolTable, list[RelEntry]] | None = None
 
 
-def _worker(index: int):
-    table, rels = _WORKER_STATE
+def _forms_or_error(rel: RelEntry, table: SymbolTable):
     try:
-        return _symbolic_forms(rels[index], table)
+        return _symbolic_forms(rel, table)
     except ExprError as exc:
         return exc
 
@@ -61,18 +57,11 @@ def _worker(index: int):
 def _prefill(cat: Catalog, table: SymbolTable, cache: SymbolicCache) -> None:
     """Build the uncached sympy forms on every core: a cold compile of a large catalog is mostly this.
     Workers are forked, so they share the symbol table without pickling it; output is identical."""
-    global _WORKER_STATE
     todo = [(key, rel) for name, rel in sorted(cat.relations.items())
             if (key := _cache_key(name, rel, table)) not in cache.data]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if len(todo) < PARALLEL_THRESHOLD or cores < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if len(todo) < PARALLEL_THRESHOLD or not can_fork():
         return
-    _WORKER_STATE = (table, [rel for _, rel in todo])
-    try:
-        with multiprocessing.get_context("fork").Pool(min(cores, 4)) as pool:
-            results = pool.map(_worker, range(len(todo)), chunksize=100)
-    finally:
-        _WORKER_STATE = None
+    results = fork_map(lambda rel: _forms_or_error(rel, table), [rel for _, rel in todo], chunksize=100)
     for (key, rel), result in zip(todo, results):
         if isinstance(result, ExprError):
             raise RelationBuildError(rel, result)

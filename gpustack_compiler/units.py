@@ -40,7 +40,8 @@ class Dim:
         return self._hash
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Dim) and self._hash == other._hash and self.exps == other.exps
+        # Memoized arithmetic returns the same object for the same result: identity settles most comparisons.
+        return self is other or (isinstance(other, Dim) and self._hash == other._hash and self.exps == other.exps)
 
     def __repr__(self) -> str:
         return f"Dim({self.exps})"

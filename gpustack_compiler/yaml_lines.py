@@ -40,11 +40,27 @@ class YamlError(Exception):
         self.line = line
         self.column = column
 
+    def __reduce__(self):
+        # sent back from a forked parser (gpustack_compiler.forked)
+        return YamlError, (self.message, self.line, self.column)
+
 
 class _Loader(_Base):
     def __init__(self, stream):
         super().__init__(stream)
         self.duplicates: list[tuple[str, int]] = []
+        self._tags: dict = {}
+
+    def resolve(self, kind, value, implicit):
+        # The implicit-tag regexes run in Python for every scalar; a catalog file repeats most of its
+        # scalars (keys, units, references), so each distinct one is resolved once.
+        if kind is not yaml.ScalarNode:
+            return super().resolve(kind, value, implicit)
+        key = (value, implicit)
+        tag = self._tags.get(key)
+        if tag is None:
+            tag = self._tags[key] = super().resolve(kind, value, implicit)
+        return tag
 
     def construct_object(self, node, deep=False):
         if node in self.constructed_objects or node in self.recursive_objects:
@@ -104,6 +120,14 @@ def load(text: str):
     finally:
         loader.dispose()
     return data, loader.duplicates
+
+
+def load_or_error(text: str):
+    """`load(text)`, or the YamlError it raised."""
+    try:
+        return load(text)
+    except YamlError as exc:
+        return exc
 
 
 def line_at(data, loc: tuple) -> int:

@@ -23,6 +23,8 @@ from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitSystem
 
 from .compiled import REPO_CATALOG, compile_catalog, default_catalog  # noqa: F401  (part of the API)
+from .distributed import Backend
+from .distributed.chunks import Progress
 from .engine.cache import ParsedRelations, cache_file
 from .engine.facts import Facts
 from .engine.resolver import Resolution, Resolver
@@ -31,6 +33,8 @@ from .engine.serve_run import ServeRunSpec
 from .engine.scenario import Scenario, ScenarioBuilder
 
 if TYPE_CHECKING:
+    from distributed import Client
+
     from .analyses.calibrate import Calibration
     from .analyses.estimate import Estimate
     from .analyses.sweep import SweepResult
@@ -135,47 +139,58 @@ class Engine:
 
         return parse_spec(spec, self.scenarios)
 
+    # Monte Carlo, sweeps, simulation replications and experiment panels run in chunks, each seeded from the
+    # run's seed and its index: in this process, or with `client` (a dask.distributed Client) on its cluster,
+    # with the same result for any number of workers (docs/scale.md).
+
     def sample(self, target: str, scenario: Scenario, distributions: Sequence[Distribution],
-               samples: int = 10000, seed: int = 0) -> Summary:
+               samples: int = 10000, seed: int = 0, client: Client | None = None) -> Summary:
         """Monte Carlo over the given roots and the stochastic relations in the cone: percentiles, mean and
         sd of `target`."""
         from .analyses.uncertainty import MonteCarlo
 
         self.variable(target)
-        return MonteCarlo(self.resolver).run(target, scenario, list(distributions), samples, seed)
+        return MonteCarlo(self.resolver, Backend(client)).run(target, scenario, list(distributions), samples, seed)
 
     def estimate(self, run: RunSpec | ServeRunSpec, samples: int = 10000, seed: int = 0,
-                 sample: Sequence[str] = ()) -> Estimate:
+                 sample: Sequence[str] = (), client: Client | None = None) -> Estimate:
         """A training run's time, throughput, utilization, memory, energy and cost, each with a p5/p50/p95
         interval; a serving run goes to `serve_estimate`."""
         from .analyses.estimate import estimate
 
         if isinstance(run, ServeRunSpec):
-            return self.serve_estimate(run, samples, seed, sample)
-        return estimate(self.resolver, self.scenarios, self.facts, run, samples, seed, list(sample))
+            return self.serve_estimate(run, samples, seed, sample, client)
+        return estimate(self.resolver, self.scenarios, self.facts, run, samples, seed, list(sample), Backend(client))
 
     def serve_estimate(self, run: ServeRunSpec, samples: int = 10000, seed: int = 0,
-                       sample: Sequence[str] = ()) -> Estimate:
+                       sample: Sequence[str] = (), client: Client | None = None) -> Estimate:
         """A serving run's TTFT and TPOT (p50, p99), largest batch, tokens per second per GPU, energy per
         token and cost per million input and output tokens, each with a p5/p50/p95 interval
         (docs/serving.md)."""
         from .analyses.estimate import serve_estimate
 
-        return serve_estimate(self.resolver, self.scenarios, self.facts, run, samples, seed, list(sample))
+        return serve_estimate(self.resolver, self.scenarios, self.facts, run, samples, seed, list(sample),
+                              Backend(client))
 
     def sweep(self, run: RunSpec | ServeRunSpec, grid: Mapping[str, Sequence], objective: str | None = None,
-              top: int = 10) -> SweepResult:
+              top: int = 10, client: Client | None = None, progress: Progress | None = None) -> SweepResult:
         """Every layout on the grid (axis -> values, as text or as a run file writes them), invalid ones
         counted by reason, valid ones ranked by `objective` (axes and objectives: catalog/bindings/; by default
-        tokens_per_sec for a training run, cost_per_output_token for a serving run)."""
+        tokens_per_sec for a training run, cost_per_output_token for a serving run). A training grid streams
+        through in chunks (on `client`'s workers if given): memory stays bounded whatever its size;
+        `progress(done, total)` hears of chunks done. A serving grid (hundreds of layouts, each a full
+        resolve) runs in this process."""
         grid = {k: list(v) for k, v in grid.items()}
         if isinstance(run, ServeRunSpec):
+            if client is not None:
+                raise InputError("a serving sweep runs in this process: drop --workers/--scheduler (client)")
             from .analyses.serve_sweep import serve_sweep
 
             return serve_sweep(self.resolver, self.scenarios, self.facts, run, grid, objective, top)
         from .analyses.sweep import sweep
 
-        return sweep(self.resolver, self.scenarios, self.facts, run, grid, objective or "tokens_per_sec", top)
+        return sweep(self.resolver, self.scenarios, self.facts, run, grid, objective or "tokens_per_sec", top,
+                     Backend(client), progress)
 
     def calibrate(self, data: str | Path | Sequence[str | Path] = ()) -> Calibration:
         """Fit the calibration parameters (nothing is written): to calibration observations (files or
@@ -209,11 +224,13 @@ class Engine:
 
     def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str | Policy = "daly", seed: int = 0,
                  replications: int = 1, days: float | None = None, interval_s: float | None = None,
-                 workers: int = 1, progress=None, parameters: JobParameters | None = None,
+                 client: Client | None = None, progress: Progress | None = None,
+                 parameters: JobParameters | None = None,
                  layouts: Mapping[str, RunSpec] | None = None) -> SimulationResult:
         """Replay the run in the virtual datacenter (to its token budget, or over `days`): failures,
         checkpoints, recovery and power, with intervals over replications (docs/datacenter.md).
-        `parameters` (from `job_parameters(run)`) saves resolving the run again. `layouts`: other run files
+        `parameters` (from `job_parameters(run)`) saves resolving the run again. `progress(done, total)` hears
+        of chunks of replications done. `layouts`: other run files
         of the same job in another parallel layout (name -> run), which a policy may switch to."""
         from .datacenter import simulate
         from .datacenter.sites import load_sites
@@ -222,7 +239,7 @@ class Engine:
         params = parameters if parameters is not None else self.job_parameters(run)[0]
         variants = {name: self.job_parameters(r)[0] for name, r in (layouts or {}).items()}
         return simulate(params, sites=placed, policy=policy, seed=seed, replications=replications, days=days,
-                        to_budget=days is None, interval_s=interval_s, workers=workers, progress=progress,
+                        to_budget=days is None, interval_s=interval_s, backend=Backend(client), progress=progress,
                         layouts=variants)
 
     def job_parameters(self, run: RunSpec) -> tuple[JobParameters, dict[str, Resolution]]:

@@ -113,12 +113,12 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path):
     assert read("a", "parquet") != read("c", "parquet")
 
 
-def test_replications_do_not_depend_on_workers_or_count():
+def test_replications_do_not_depend_on_count_or_chunks():
+    # workers: test_distributed.py
     params = job(1.0)
-    one = simulate(params, seed=1, replications=6, log_replications=0)
-    two = simulate(params, seed=1, replications=6, workers=2, log_replications=0)
-    assert one.failure_times_ns == two.failure_times_ns
-    assert simulate(params, seed=1, replications=3).failure_times_ns == one.failure_times_ns[:3]
+    many = simulate(params, seed=1, replications=20, log_replications=0)  # three chunks
+    assert simulate(params, seed=1, replications=3).failure_times_ns == many.failure_times_ns[:3]
+    assert simulate(params, seed=1, replications=11).failure_times_ns == many.failure_times_ns[:11]
 
 
 def test_days_horizon_stops_the_replay():

@@ -18,14 +18,14 @@ import numpy as np
 from gpustack_compiler.errors import CatalogError
 from gpustack_compiler.kinds.distributions import LOGNORMAL
 
+from ..distributed import Backend
 from ..engine.bindings import RunFields
 from ..engine.facts import Facts, Memory
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.run import RunSpec
 from ..engine.serve_run import ServeRunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
-from .uncertainty import (PERCENTILES, STAGE_LIMIT, Distribution, draw_inputs, parse_spec, percentiles,
-                          vectorize_resolution)
+from .uncertainty import PERCENTILES, STAGE_LIMIT, Distribution, Sampler, parse_spec, percentiles
 
 @dataclass
 class Figure:
@@ -76,21 +76,23 @@ def fitted_distributions(scenario: Scenario) -> list[Distribution]:
 
 
 def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: RunSpec, samples: int, seed: int,
-             extra: list[str] = ()) -> Estimate:
+             extra: list[str] = (), backend: Backend | None = None) -> Estimate:
     """A training run's figures (catalog/bindings/figures.yaml) and its memory fit."""
-    return _estimate(resolver, scenarios, facts.run_fields, facts.figures, facts.memory, run, samples, seed, extra)
+    return _estimate(resolver, scenarios, facts.run_fields, facts.figures, facts.memory, run, samples, seed, extra,
+                     backend)
 
 
 def serve_estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: ServeRunSpec, samples: int,
-                   seed: int, extra: list[str] = ()) -> Estimate:
+                   seed: int, extra: list[str] = (), backend: Backend | None = None) -> Estimate:
     """A serving run's figures (catalog/bindings/serve_figures.yaml): latency percentiles, the largest batch,
     throughput, energy and cost per million tokens. The KV cache fit is a figure of its own, not a memory fit."""
     serving = facts.serving
-    return _estimate(resolver, scenarios, serving.fields, serving.figures, None, run, samples, seed, extra)
+    return _estimate(resolver, scenarios, serving.fields, serving.figures, None, run, samples, seed, extra, backend)
 
 
 def _estimate(resolver: Resolver, scenarios: ScenarioBuilder, fields: RunFields, figure_list: list[tuple[str, str]],
-              mem: Memory | None, run: RunSpec | ServeRunSpec, samples: int, seed: int, extra: list[str]) -> Estimate:
+              mem: Memory | None, run: RunSpec | ServeRunSpec, samples: int, seed: int, extra: list[str],
+              backend: Backend | None) -> Estimate:
     scenario = fields.scenario(scenarios, run)
     memory_names = [*mem.parts, mem.per_gpu, mem.capacity] if mem is not None else []
     targets = list(dict.fromkeys([*(t for _, t in figure_list), *memory_names]))
@@ -101,7 +103,8 @@ def _estimate(resolver: Resolver, scenarios: ScenarioBuilder, fields: RunFields,
     uncertain = {d.name: d.describe(var(d.name).scale) for d in dists}
     random = {n: v for r in point.values() if isinstance(r, Resolution) for n, v in r.random.items()}
     uncertain.update({n: v.describe(var(n).scale) for n, v in sorted(random.items())})
-    bands = intervals(resolver, scenario, targets, dists, samples, seed) if uncertain and samples else {}
+    bands = intervals(resolver, scenario, targets, dists, samples, seed, backend=backend) \
+        if uncertain and samples else {}
     figures, known = [], {}
     for label, target in figure_list:
         fig = Figure(label, target, declared[target].units)
@@ -149,26 +152,27 @@ def _boundaries(resolver: Resolver, res: Resolution, known: dict[str, str | None
 
 
 def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists: list[Distribution],
-               samples: int, seed: int, at: Sequence[int] = PERCENTILES) -> dict[str, dict[int, float]]:
+              samples: int, seed: int, at: Sequence[int] = PERCENTILES,
+              backend: Backend | None = None) -> dict[str, dict[int, float]]:
     names = [d.name for d in dists]
     held = scenario.holding(names)
     symbolic = resolver.resolve_many(targets, held, stage_limit=STAGE_LIMIT, monte_carlo=True)
-    resolved = [r for r in symbolic.values() if isinstance(r, Resolution)]
-    draws, noise = draw_inputs(dists, resolved, seed, samples)
-    symbols = [resolver.symbol(n) for n in names]
-    out, compiled = {}, {}
+    out, varying = {}, {}
     for target, res in symbolic.items():
         if isinstance(res, ResolveError) or res.missing:
             continue
-        scale = resolver.variable(target).scale
         if res.value is not None:
             out[target] = {p: res.value for p in at}
-            continue
-        fn = vectorize_resolution(symbols, res, compiled=compiled, noise=noise)
-        values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (samples,)) / scale
-        finite = values[np.isfinite(values)]
-        if finite.size:
-            out[target] = percentiles(finite, at)
+        else:
+            varying[target] = res
+    values = Sampler([resolver.symbol(n) for n in names], dists, varying, seed).run(samples, backend) \
+        if varying else {}
+    for target in symbolic:
+        if target in values:
+            shown = values[target] / resolver.variable(target).scale
+            finite = shown[np.isfinite(shown)]
+            if finite.size:
+                out[target] = percentiles(finite, at)
     return out
 
 

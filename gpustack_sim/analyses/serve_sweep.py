@@ -10,18 +10,19 @@ variables left symbolic, compiled with lambdify, and evaluated on the whole grid
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
 
 from gpustack_compiler.errors import InputError
 
-from ..engine.bindings import FieldBinding
+from ..engine.bindings import FieldBinding, field_value
 from ..engine.facts import Facts
 from ..engine.resolver import ResolveError, Resolver
-from ..engine.scenario import ScenarioBuilder
+from ..engine.scenario import Scenario, ScenarioBuilder
 from ..engine.serve_run import ServeRunSpec
-from .sweep import SweepResult, grid_columns, layout_column, ranked, shown, tally
+from .sweep import SweepResult, read_values, shown
 from .uncertainty import STAGE_LIMIT, vectorize_resolution
 
 DEFAULT_OBJECTIVE = "cost_per_output_token"
@@ -99,3 +100,43 @@ def _shape_rejections(run: ServeRunSpec, c) -> list[tuple[str, np.ndarray]]:
         ("experts not divisible by ep (or ep > 1 on a dense model)", np.mod(experts, ep) != 0),
         ("ep exceeds the replica's GPUs", ep > tp * pp),
     ]
+
+
+# A serving grid is small (hundreds of layouts, each a full resolve of the latency figures): it is built
+# whole, unlike the streamed training sweep.
+def grid_columns(axes: dict[str, FieldBinding], grid: dict[str, list], coded, scenario: Scenario) -> dict[str, np.ndarray]:
+    """Run-file field -> its value at every grid point (base units): the product of the grid's axes, the
+    run's own value on the others."""
+    on_grid = [k for k in axes if k in grid]
+    lists = [[coded(axes[k], v) for v in read_values(axes[k], grid[k])] for k in on_grid]
+    points = list(zip(*itertools.product(*lists))) if on_grid else [()]
+    n = len(points[0]) if on_grid else 1
+    columns = {axes[k].field: np.array(v, dtype=float) for k, v in zip(on_grid, points)}
+    for b in axes.values():
+        columns.setdefault(b.field, np.full(n, scenario.assignments[b.variable].value))
+    return columns
+
+
+def layout_column(columns: dict[str, np.ndarray], run: ServeRunSpec, n: int):
+    """A layout field per grid point: its column when it is an axis, else the run's own value."""
+    def column(path: str) -> np.ndarray:
+        return columns[path] if path in columns else np.full(n, float(field_value(run, path)))
+    return column
+
+
+def tally(reasons: list[tuple[str, np.ndarray]], n: int) -> tuple[np.ndarray, dict[str, int]]:
+    """The valid layouts, and the rejected ones counted under the first reason that rejects each."""
+    valid = np.ones(n, dtype=bool)
+    rejected: dict[str, int] = {}
+    for reason, mask in reasons:
+        new = mask & valid
+        if new.any():
+            rejected[reason] = int(new.sum())
+        valid &= ~mask
+    return valid, rejected
+
+
+def ranked(valid: np.ndarray, score: np.ndarray, best: str, top: int) -> np.ndarray:
+    """Indices of the `top` valid layouts, best first (ties in grid order)."""
+    order = np.flatnonzero(valid)
+    return order[np.argsort(-score[order] if best == "max" else score[order], kind="stable")][:top]

@@ -2,12 +2,14 @@
 reason, the valid ones ranked by an objective.
 
 The objective and the memory per GPU are resolved once with the swept layout variables left symbolic,
-compiled with lambdify, and evaluated on the whole grid with numpy.
+compiled with lambdify, and evaluated with numpy. The grid is never held whole: it is cut into chunks of
+flat grid indices, each chunk's layouts are built from its indices, the cheap structural checks run
+first and the compiled model only on the layouts that pass them; a chunk keeps its best `top` and its
+counts of rejections by reason. Memory per worker is bounded by the chunk size, whatever the grid's.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass
 
@@ -15,15 +17,31 @@ import numpy as np
 
 from gpustack_compiler.errors import InputError
 
-from ..engine.bindings import FieldBinding, field_value
+from ..distributed import Backend, chunk_ranges
+from ..engine.bindings import FieldBinding
 from ..engine.facts import Facts
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.run import RunSpec
-from ..engine.scenario import Scenario, ScenarioBuilder
-from .uncertainty import STAGE_LIMIT, vectorize_resolution
+from ..engine.scenario import ScenarioBuilder
+from .uncertainty import STAGE_LIMIT, Symbolic, vectorize_resolution
 
 # The GPU count is fixed: unless it is swept, data parallelism follows from the other degrees.
 DERIVED = "layout.dp"
+# Layouts per chunk: about 20 float columns of this length and their temporaries, some tens of MB.
+CHUNK = 1 << 18
+REJECTIONS = (
+    "tp*pp*dp*cp differs from the GPU count",
+    "heads not divisible by tp",
+    "kv heads and tp do not divide each other",
+    "ffn hidden not divisible by tp",
+    "layers not divisible by pp x interleave",
+    "interleaving without pipeline parallelism",
+    "global batch not divisible by dp x micro batch",
+    "interleaved schedule needs micro-batches divisible by pp",
+    "sequence parallelism needs tp > 1",
+    "does not fit in HBM",
+    "model undefined (non-finite objective)",
+)
 
 
 def parse_grid(items: list[str]) -> dict[str, list[str]]:
@@ -56,8 +74,9 @@ class SweepResult:
 
 
 def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: RunSpec, grid: dict[str, list],
-          objective: str, top: int) -> SweepResult:
-    """`grid`: axis -> values, as text or as the run file would write them."""
+          objective: str, top: int, backend: Backend | None = None, progress=None) -> SweepResult:
+    """`grid`: axis -> values, as text or as the run file would write them. `progress(done, total)` is told
+    of chunks done."""
     if objective not in facts.objectives:
         raise InputError(f"--objective {objective!r}: one of {', '.join(facts.objectives)}")
     target, best = facts.objectives[objective].variable, facts.objectives[objective].best
@@ -66,6 +85,8 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
     for key in grid:
         if key not in axes:
             raise InputError(f"--grid {key}: not a sweep axis (axes: {', '.join(axes)})")
+        if not len(grid[key]):
+            raise InputError(f"--grid {key}: no values")
     start = time.perf_counter()
     scenario = fields.scenario(scenarios, run)
 
@@ -73,25 +94,21 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
         # The value the swept variable takes, in coherent base units, as the scenario would hold it.
         return scenarios.quantity(b.variable, b.bound(value), f"--grid {b.sweep}").value
 
-    columns = grid_columns(axes, grid, coded, scenario)
-    n = len(next(iter(columns.values())))
-    column = layout_column(columns, run, n)
-    if not any(axes[k].field == DERIVED for k in grid):
-        columns[DERIVED] = run.gpus / (column("layout.tp") * column("layout.pp") * column("layout.cp"))
+    on_grid = [k for k in axes if k in grid]
+    grid_values = [np.array([coded(axes[k], v) for v in read_values(axes[k], grid[k])], dtype=float) for k in on_grid]
+    fixed = {b.field: float(scenario.assignments[b.variable].value) for k, b in axes.items() if k not in grid}
 
     swept = [b.variable for b in axes.values()]
     held = scenario.holding(swept)
-    names = [target, mem.per_gpu, mem.capacity]
-    resolved = resolver.resolve_many(names, held, stage_limit=STAGE_LIMIT)
-    arrays = [columns[b.field] for b in axes.values()]
-    values = {}
+    names = (target, mem.per_gpu, mem.capacity)
+    resolved = resolver.resolve_many(list(names), held, stage_limit=STAGE_LIMIT)
+    programs: dict[str, float | Symbolic] = {}
     notes = []
-    compiled: dict = {}
+    zero: tuple[str, ...] = ()
     for name in names:
         res = resolved[name]
         if isinstance(res, ResolveError):
             raise InputError(f"sweep: {name}: {res.message}", res.hint)
-        zero: tuple[str, ...] = ()
         if name == mem.per_gpu and set(res.missing) == {mem.buffers}:
             # runtime buffers have no source: memory fit is judged before them (as the estimate states it)
             zero = (mem.buffers,)
@@ -99,54 +116,157 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
         elif res.missing:
             raise InputError(f"sweep: {name} still needs {', '.join(sorted(res.missing))}", "add them to a preset")
         scale = resolver.variable(name).scale
-        if res.value is not None:
-            values[name] = np.full(n, res.value * scale)
-        else:
-            fn = vectorize_resolution([resolver.symbol(v) for v in swept], res, zero, compiled)
-            with np.errstate(all="ignore"):
-                values[name] = np.broadcast_to(np.asarray(fn(*arrays), dtype=float), (n,))
-    reasons = _rejections(run, fields.value(run, "model.kv_heads"), column, values[mem.per_gpu],
-                          values[mem.capacity], values[target])
-    valid, rejected = tally(reasons, n)
-    score = values[target] / resolver.variable(target).scale
-    order = ranked(valid, score, best, top)
+        programs[name] = res.value * scale if res.value is not None else Symbolic(res.symbolic, res.stages)
+    m = run.model
+    plan = Plan(fields=tuple(b.field for b in axes.values()), symbols=[resolver.symbol(v) for v in swept],
+                grid_fields=tuple(axes[k].field for k in on_grid), grid_values=grid_values, fixed=fixed,
+                derive_dp=not any(axes[k].field == DERIVED for k in grid), gpus=float(run.gpus),
+                model=(m.heads, fields.value(run, "model.kv_heads"), m.ffn_hidden, m.layers,
+                       run.layout.global_batch),
+                programs=programs, zero=zero, names=names, scale=resolver.variable(target).scale,
+                descending=best == "max", top=top)
+    n = plan.size
+    parts = (backend or Backend()).map(_chunk, plan, chunk_ranges(n, CHUNK), progress)
+
+    counts = np.sum([p.rejected for p in parts], axis=0, dtype=np.int64)
+    index = np.concatenate([p.index for p in parts])
+    score = np.concatenate([p.score for p in parts])
+    memory = np.concatenate([p.memory for p in parts])
+    order = plan.best(index, score)
+    columns = plan.columns(index[order])
     names_of = {k: {coded(b, key): key for key in b.values} for k, b in axes.items() if b.read == "enumeration"}
-    rows = [{**{k: shown(columns[b.field][i], names_of.get(k)) for k, b in axes.items()},
+    rows = [{**{k: shown(_at(columns[b.field], j), names_of.get(k)) for k, b in axes.items()},
              objective: float(score[i]),
-             "memory_per_gpu_GB": float(values[mem.per_gpu][i] / 8e9)} for i in order]
-    return SweepResult(objective, target, resolver.variable(target).units, n, int(valid.sum()),
-                       rejected, rows, time.perf_counter() - start, notes)
+             "memory_per_gpu_GB": float(memory[i] / 8e9)} for j, i in enumerate(order)]
+    return SweepResult(objective, target, resolver.variable(target).units, n, int(sum(p.valid for p in parts)),
+                       {r: int(c) for r, c in zip(REJECTIONS, counts) if c}, rows, time.perf_counter() - start,
+                       notes)
 
 
-def tally(reasons: list[tuple[str, np.ndarray]], n: int) -> tuple[np.ndarray, dict[str, int]]:
-    """The valid layouts, and the rejected ones counted under the first reason that rejects each."""
-    valid = np.ones(n, dtype=bool)
-    rejected: dict[str, int] = {}
-    for reason, mask in reasons:
-        new = mask & valid
-        if new.any():
-            rejected[reason] = int(new.sum())
-        valid &= ~mask
-    return valid, rejected
+@dataclass
+class ChunkResult:
+    """A chunk's counts of rejections (in the order of REJECTIONS), its valid count, and its best layouts:
+    flat grid index, objective (declared units), memory per GPU (bits)."""
+
+    rejected: np.ndarray
+    valid: int
+    index: np.ndarray
+    score: np.ndarray
+    memory: np.ndarray
 
 
-def ranked(valid: np.ndarray, score: np.ndarray, best: str, top: int) -> np.ndarray:
-    """Indices of the `top` valid layouts, best first (ties in grid order)."""
-    order = np.flatnonzero(valid)
-    return order[np.argsort(-score[order] if best == "max" else score[order], kind="stable")][:top]
+@dataclass
+class Plan:
+    """A sweep as a worker sees it: the grid's axes, the run's constants, and the objective and memory as
+    constants or symbolic values in the swept variables (compiled once per process)."""
+
+    fields: tuple[str, ...]  # of every sweep axis, in the order of `symbols`
+    symbols: list
+    grid_fields: tuple[str, ...]  # of the axes on the grid, the last varying fastest
+    grid_values: list[np.ndarray]  # coded, base units
+    fixed: dict[str, float]  # the other axes' fields at the run's values
+    derive_dp: bool
+    gpus: float
+    model: tuple  # heads, kv heads, ffn hidden, layers, global batch
+    programs: dict  # target, memory per GPU, capacity -> base-unit constant or Symbolic
+    zero: tuple[str, ...]
+    names: tuple[str, str, str]
+    scale: float  # of the objective's declared unit
+    descending: bool
+    top: int
+    _fns: dict | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_fns": None}
+
+    @property
+    def size(self) -> int:
+        return int(np.prod([len(v) for v in self.grid_values], dtype=np.int64))
+
+    def columns(self, index: np.ndarray) -> dict[str, np.ndarray | float]:
+        """Each axis field at the flat grid indices: a column on the grid, a number off it."""
+        cols: dict[str, np.ndarray | float] = dict(self.fixed)
+        if self.grid_fields:
+            shape = tuple(len(v) for v in self.grid_values)
+            for f, values, i in zip(self.grid_fields, self.grid_values, np.unravel_index(index, shape)):
+                cols[f] = values[i]
+        if self.derive_dp:
+            cols[DERIVED] = self.gpus / (cols["layout.tp"] * cols["layout.pp"] * cols["layout.cp"])
+        return cols
+
+    def evaluate(self, cols: dict, n: int) -> list[np.ndarray]:
+        """Objective, memory per GPU and capacity (base units) of `n` layouts."""
+        if self._fns is None:
+            compiled: dict = {}
+            self._fns = {name: vectorize_resolution(self.symbols, p, self.zero, compiled)
+                         for name, p in self.programs.items() if isinstance(p, Symbolic)}
+        arrays = [cols[f] for f in self.fields]
+        return [np.full(n, p) if not isinstance(p, Symbolic) else
+                np.broadcast_to(np.asarray(self._fns[name](*arrays), dtype=float), (n,))
+                for name, p in self.programs.items()]
+
+    def best(self, index: np.ndarray, score: np.ndarray) -> np.ndarray:
+        """Positions of the best `top`, best first, ties by grid index: the order a stable sort of the whole
+        grid gives, whatever the chunks."""
+        key = -score if self.descending else score
+        if len(key) > self.top:
+            # Everything tied with the top-th value stays in, so the tie-break by index is exact.
+            kth = np.partition(key, self.top - 1)[self.top - 1]
+            near = np.flatnonzero(key <= kth)
+        else:
+            near = np.arange(len(key))
+        return near[np.lexsort((index[near], key[near]))][:self.top]
 
 
-def grid_columns(axes: dict[str, FieldBinding], grid: dict[str, list], coded, scenario: Scenario) -> dict[str, np.ndarray]:
-    """Run-file field -> its value at every grid point (base units): the product of the grid's axes, the
-    run's own value on the others."""
-    on_grid = [k for k in axes if k in grid]
-    lists = [[coded(axes[k], v) for v in read_values(axes[k], grid[k])] for k in on_grid]
-    points = list(zip(*itertools.product(*lists))) if on_grid else [()]
-    n = len(points[0]) if on_grid else 1
-    columns = {axes[k].field: np.array(v, dtype=float) for k, v in zip(on_grid, points)}
-    for b in axes.values():
-        columns.setdefault(b.field, np.full(n, scenario.assignments[b.variable].value))
-    return columns
+def _chunk(plan: Plan, span: tuple[int, int]) -> ChunkResult:
+    index = np.arange(*span, dtype=np.int64)
+    counts = np.zeros(len(REJECTIONS), dtype=np.int64)
+    with np.errstate(all="ignore"):
+        cols = plan.columns(index)
+        valid = np.ones(len(index), dtype=bool)
+        for k, mask in enumerate(_structural(plan, cols)):
+            new = np.broadcast_to(mask, valid.shape) & valid
+            counts[k] = np.count_nonzero(new)
+            valid &= ~new
+        keep = np.flatnonzero(valid)
+        cols = {f: (c[keep] if isinstance(c, np.ndarray) else c) for f, c in cols.items()}
+        objective, used, cap = plan.evaluate(cols, len(keep))
+        fits = used <= cap
+        finite = np.isfinite(objective)
+        k = len(REJECTIONS) - 2
+        counts[k] = np.count_nonzero(~fits)
+        counts[k + 1] = np.count_nonzero(fits & ~finite)
+        ok = np.flatnonzero(fits & finite)
+        score = objective[ok] / plan.scale
+    at = plan.best(index[keep[ok]], score)
+    return ChunkResult(counts, len(ok), index[keep[ok]][at], score[at], used[ok][at])
+
+
+def _structural(plan: Plan, c: dict) -> list:
+    """The layout checks that need no model, in the order of REJECTIONS."""
+    heads, kv, ffn, layers, global_batch = plan.model
+
+    def not_divisible(a, b):
+        return np.mod(a, b) != 0
+
+    tp, pp, dp, cp = c["layout.tp"], c["layout.pp"], c["layout.dp"], c["layout.cp"]
+    interleave, sp = c["layout.interleave"], c["layout.sequence_parallel"]
+    micro = global_batch / (dp * c["layout.micro_batch"])
+    return [
+        (tp * pp * dp * cp != plan.gpus) | (dp < 1) | not_divisible(dp, 1),
+        not_divisible(heads, tp),
+        not_divisible(kv, tp) & not_divisible(tp, kv),
+        not_divisible(ffn, tp),
+        not_divisible(layers, pp * interleave),
+        (interleave > 1) & (pp == 1),
+        not_divisible(micro, 1),
+        (interleave > 1) & not_divisible(micro, pp),
+        (sp > 0) & (tp == 1),
+    ]
+
+
+def _at(column, j: int) -> float:
+    return column[j] if isinstance(column, np.ndarray) else column
 
 
 def read_values(b: FieldBinding, values: list) -> list:
@@ -161,36 +281,3 @@ def shown(code: float, names: dict | None):
     if names is not None:
         return names[code]
     return int(code) if float(code).is_integer() else float(code)
-
-
-def layout_column(columns: dict[str, np.ndarray], run: RunSpec, n: int):
-    """A layout field per grid point: its column when it is an axis, else the run's own value."""
-    def column(path: str) -> np.ndarray:
-        return columns[path] if path in columns else np.full(n, float(field_value(run, path)))
-    return column
-
-
-def _rejections(run: RunSpec, kv: int, c, used: np.ndarray, cap: np.ndarray,
-                objective: np.ndarray) -> list[tuple[str, np.ndarray]]:
-    m = run.model
-
-    def not_divisible(a, b):
-        return np.mod(a, b) != 0
-
-    tp, pp, dp, cp = c("layout.tp"), c("layout.pp"), c("layout.dp"), c("layout.cp")
-    interleave, sp = c("layout.interleave"), c("layout.sequence_parallel")
-    gpus = tp * pp * dp * cp
-    micro = run.layout.global_batch / (dp * c("layout.micro_batch"))
-    return [
-        ("tp*pp*dp*cp differs from the GPU count", (gpus != run.gpus) | (dp < 1) | not_divisible(dp, 1)),
-        ("heads not divisible by tp", not_divisible(m.heads, tp)),
-        ("kv heads and tp do not divide each other", not_divisible(kv, tp) & not_divisible(tp, kv)),
-        ("ffn hidden not divisible by tp", not_divisible(m.ffn_hidden, tp)),
-        ("layers not divisible by pp x interleave", not_divisible(m.layers, pp * interleave)),
-        ("interleaving without pipeline parallelism", (interleave > 1) & (pp == 1)),
-        ("global batch not divisible by dp x micro batch", not_divisible(micro, 1)),
-        ("interleaved schedule needs micro-batches divisible by pp", (interleave > 1) & not_divisible(micro, pp)),
-        ("sequence parallelism needs tp > 1", (sp > 0) & (tp == 1)),
-        ("does not fit in HBM", ~(used <= cap)),
-        ("model undefined (non-finite objective)", ~np.isfinite(objective)),
-    ]

@@ -22,11 +22,15 @@ import sympy
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.kinds.distributions import DISTRIBUTIONS, Family, RandomValue
 
+from ..distributed import Backend, chunk_ranges, chunk_seed
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.scenario import Scenario, ScenarioBuilder
 
 SPEC = re.compile(r"^\s*([a-z][a-z0-9_.]*)\s*~\s*([a-z]+)\s*\((.*)\)\s*$")
 PERCENTILES = (5, 50, 95)
+# Samples per chunk of a Monte Carlo run. Each chunk draws from a seed of its own, so the samples do not
+# depend on how many workers draw them; a run of at most this many draws as one stream.
+SAMPLE_CHUNK = 100_000
 
 
 @dataclass(frozen=True)
@@ -92,12 +96,13 @@ def vectorize(symbols: list, expr: sympy.Basic):
 STAGE_LIMIT = 200
 
 
-def vectorize_resolution(symbols: list, res: Resolution, zero: tuple[str, ...] = (), compiled: dict | None = None,
-                         noise: dict[str, np.ndarray] | None = None):
+def vectorize_resolution(symbols: list, res: Resolution | Symbolic, zero: tuple[str, ...] = (),
+                         compiled: dict | None = None, noise: dict[str, np.ndarray] | None = None):
     """A numpy function of `symbols` for a symbolic resolution. A staged one is compiled stage by stage
     (once per `compiled` cache, which several targets of one run may share) and evaluated in dependency
     order, then the target from the stages. A drawn stage (a stochastic relation under Monte Carlo) turns
-    its standard `noise` into draws with its parameters as evaluated. Names in `zero` read as 0."""
+    its standard `noise` (given here, or to each call) into draws with its parameters as evaluated. Names in
+    `zero` read as 0."""
     compiled = {} if compiled is None else compiled
     steps = []
     for name, stage in res.stages.items():
@@ -106,7 +111,7 @@ def vectorize_resolution(symbols: list, res: Resolution, zero: tuple[str, ...] =
         steps.append((name, stage, compiled[name]))
     target = _compile(res.symbolic)
 
-    def fn(*arrays):
+    def fn(*arrays, noise=noise):
         env = {s.name: a for s, a in zip(symbols, arrays)}
         env.update({n: 0.0 for n in zero})
         for name, stage, f in steps:
@@ -135,17 +140,57 @@ def _draw(stage: RandomValue, parameters: dict, noise: np.ndarray) -> np.ndarray
     return family.transform(parameters, noise)
 
 
-def draw_inputs(dists: list[Distribution], resolutions: list[Resolution], seed: int,
-                n: int) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+def draw_inputs(dists: list[Distribution], resolutions: Sequence[Resolution | Symbolic], seed: int,
+                n: int, chunk: int = 0) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
     """Draws of the sampled roots (one seeded stream, in the order given), and the standard noise of every
     stochastic relation the resolutions draw. Each of those has a stream of its own, seeded by the seed and
     its name, so its draws do not depend on what else is sampled: `resolve --sample` on one figure and the
-    estimate's intervals draw it alike. The same seed gives the same bytes."""
-    rng = np.random.Generator(np.random.PCG64(seed))
+    estimate's intervals draw it alike. Chunk k of a run draws from the k-th chunk seed of each stream. The
+    same seed gives the same bytes."""
+    rng = np.random.Generator(np.random.PCG64(chunk_seed(seed, chunk)))
     draws = [d.draw(rng, n) for d in dists]
     drawn = {k: v for res in resolutions for k, v in res.stages.items() if isinstance(v, RandomValue)}
-    return draws, {k: v.family.noise(np.random.Generator(np.random.PCG64([seed, *k.encode()])), n)
+    return draws, {k: v.family.noise(np.random.Generator(np.random.PCG64(chunk_seed([seed, *k.encode()], chunk))), n)
                    for k, v in sorted(drawn.items())}
+
+
+@dataclass(frozen=True)
+class Symbolic:
+    """What evaluating a symbolic resolution needs (its trace stays behind when it is sent to a worker)."""
+
+    symbolic: sympy.Basic
+    stages: dict
+
+
+class Sampler:
+    """Chunks of a Monte Carlo run: the sampled roots and the symbolic targets, drawn and evaluated chunk by
+    chunk, here or on a Dask worker (each process compiles the targets once)."""
+
+    def __init__(self, symbols: list, dists: list[Distribution], targets: dict[str, Resolution], seed: int):
+        self.symbols, self.dists, self.seed = symbols, dists, seed
+        self.targets = {t: Symbolic(r.symbolic, r.stages) for t, r in targets.items()}
+        self._fns: dict | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_fns": None}
+
+    def chunk(self, index: int, n: int) -> dict[str, np.ndarray]:
+        if self._fns is None:
+            compiled: dict = {}
+            self._fns = {t: vectorize_resolution(self.symbols, p, compiled=compiled) for t, p in self.targets.items()}
+        draws, noise = draw_inputs(self.dists, list(self.targets.values()), self.seed, n, index)
+        return {t: np.broadcast_to(np.asarray(f(*draws, noise=noise), dtype=float), (n,))
+                for t, f in self._fns.items()}
+
+    def run(self, n: int, backend: Backend | None = None, progress=None) -> dict[str, np.ndarray]:
+        """Every target's `n` values in base units, in sample order whatever the backend."""
+        chunks = [(k, stop - start) for k, (start, stop) in enumerate(chunk_ranges(n, SAMPLE_CHUNK))]
+        parts = (backend or Backend()).map(_sample_chunk, self, chunks, progress)
+        return {t: np.concatenate([p[t] for p in parts]) for t in self.targets}
+
+
+def _sample_chunk(sampler: Sampler, chunk: tuple[int, int]) -> dict[str, np.ndarray]:
+    return sampler.chunk(*chunk)
 
 
 def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:
@@ -193,8 +238,9 @@ class Summary:
 class MonteCarlo:
     """Compiles a target's expression in the sampled roots once; evaluates it on sample arrays."""
 
-    def __init__(self, resolver: Resolver):
+    def __init__(self, resolver: Resolver, backend: Backend | None = None):
         self.resolver = resolver
+        self.backend = backend
 
     def run(self, target: str, scenario: Scenario, dists: list[Distribution], n: int, seed: int) -> Summary:
         if n < 2:
@@ -213,12 +259,11 @@ class MonteCarlo:
             raise InputError(f"{target} still depends on unassigned roots: {', '.join(others)}",
                              "assign them or sample them too")
         meta = self.resolver.variable(target)
-        draws, noise = draw_inputs(dists, [res], seed, n)
         if res.value is not None:
             values = np.full(n, res.value * meta.scale)
         else:
-            fn = vectorize_resolution([self.resolver.symbol(x) for x in names], res, noise=noise)
-            values = np.broadcast_to(np.asarray(fn(*draws), dtype=float), (n,))
+            sampler = Sampler([self.resolver.symbol(x) for x in names], dists, {target: res}, seed)
+            values = sampler.run(n, self.backend)[target]
         shown = values / meta.scale
         finite = shown[np.isfinite(shown)]
         if finite.size == 0:

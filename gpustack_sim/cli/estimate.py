@@ -12,6 +12,7 @@ from gpustack_compiler.suggest import did_you_mean
 
 from .app import JsonOpt, Neo4jOpt, app, engine, out, pairs
 from .render import fmt, trace_lines
+from .workers import SchedulerOpt, WorkersOpt, chunked
 
 if TYPE_CHECKING:
     from ..analyses.estimate import Estimate
@@ -39,6 +40,7 @@ def estimate_cmd(ctx: typer.Context,
                  trace: list[str] = typer.Option([], "--trace", help="Show what a figure is made of (label or name)."),
                  plot: Path = typer.Option(None, "--plot", help="Write a PNG: the step-time waterfall and the "
                                            "cost-per-token breakdown, with intervals."),
+                 workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Step time, throughput, utilization, memory fit, energy and cost of a training run, or TTFT, TPOT,
     largest batch, tokens/s per GPU, energy and cost per million tokens of a serving run, with intervals."""
@@ -49,7 +51,8 @@ def estimate_cmd(ctx: typer.Context,
         raise InputError("--plot draws a training run's step-time and cost breakdowns; a serving run has none",
                          "use --trace LABEL to see what a serving figure is made of")
     eng = engine(ctx, neo4j)
-    est = eng.estimate(run, samples, seed, sample)
+    with chunked("samples", workers, scheduler) as (client, _):
+        est = eng.estimate(run, samples, seed, sample, client)
     data = est.to_dict()
     lines = estimate_lines(est)
     if plot is not None:

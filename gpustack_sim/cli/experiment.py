@@ -4,12 +4,12 @@ runs on the virtual datacenter and the results log (docs/experiments.md)."""
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 
 from .app import JsonOpt, app, engine, err, out, settings
+from .workers import SchedulerOpt, WorkersOpt, chunked
 
 experiment_app = typer.Typer(no_args_is_help=True, help="Preregistered experiments: check, freeze, audit, run, log.")
 app.add_typer(experiment_app, name="experiment")
@@ -94,7 +94,7 @@ def run_cmd(ctx: typer.Context, protocol: str = typer.Argument(..., help="Protoc
             replications: int = typer.Option(None, "--replications", help="Replications per arm (default: the "
                                              "protocol's planned sample size)."),
             seed: int = typer.Option(None, "--seed", help="Seed (default: the protocol's seed policy)."),
-            workers: int = typer.Option(1, "--workers", min=1, help="Worker processes."),
+            workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
             observations: Path = typer.Option(None, "--observations", help="Measured observations (stage real): "
                                               "one file per real-validation requirement, <id>.<ext>."),
             directory: Path = DirOpt, as_json: bool = JsonOpt) -> None:
@@ -103,9 +103,9 @@ def run_cmd(ctx: typer.Context, protocol: str = typer.Argument(..., help="Protoc
 
     ws = _workspace(ctx, directory)
     started = time.monotonic()
-    with _progress(protocol) as tick:
+    with chunked(f"{protocol} panel", workers, scheduler) as (client, tick):
         result = run_protocol(protocol, workspace=ws, engine_factory=lambda: engine(ctx), stage=stage,
-                              replications=replications, seed=seed, workers=workers, observations=observations,
+                              replications=replications, seed=seed, client=client, observations=observations,
                               progress=tick)
     a = result.artifact
     lines = [f"{a.protocol.id} v{a.protocol.version} {a.stage}: {a.conclusion}"]
@@ -125,32 +125,6 @@ def run_cmd(ctx: typer.Context, protocol: str = typer.Argument(..., help="Protoc
 
 def _n(x):
     return "-" if x is None else f"{x:.4g}"
-
-
-@contextmanager
-def _progress(label: str):
-    """A rich progress bar on stderr over the panel's replays (arms x replications), started at the first
-    replay (a refused run prints its one error line and nothing else); it disappears when done."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    state: dict = {}
-
-    def tick(done: int, total: int) -> None:
-        if "bar" not in state:
-            if total < 2:
-                return
-            bar = state["bar"] = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                          TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-            bar.start()
-            state["task"] = bar.add_task(f"{label} panel (arms x replications)", total=total)
-        state["bar"].update(state["task"], completed=done)
-
-    try:
-        yield tick
-    finally:
-        if "bar" in state:
-            state["bar"].stop()
 
 
 @experiment_app.command("log")

@@ -6,6 +6,7 @@ import typer
 
 from .app import JsonOpt, Neo4jOpt, app, engine, err, out, pairs
 from .render import fmt, trace_lines
+from .workers import SchedulerOpt, WorkersOpt, chunked
 
 
 @app.command()
@@ -28,6 +29,7 @@ def resolve(ctx: typer.Context, target: str,
                                              "root (and the stochastic relations in the cone)."),
             samples: int = typer.Option(10000, "--samples", help="Monte Carlo sample count."),
             seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
+            workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
             as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Resolve TARGET from presets and assignments, with trace, missing roots and checks."""
     eng = engine(ctx, neo4j)
@@ -38,7 +40,8 @@ def resolve(ctx: typer.Context, target: str,
     data = {**res.to_dict(), "presets": scenario.presets}
     lines = [f"{target} = {fmt(res.value, res.expression, res.units)}"]
     if sample:
-        summary = eng.sample(target, scenario, [eng.distribution(s) for s in sample], samples, seed)
+        with chunked("samples", workers, scheduler) as (client, _):
+            summary = eng.sample(target, scenario, [eng.distribution(s) for s in sample], samples, seed, client)
         data["uncertainty"] = summary.to_dict()
         p = summary.percentiles
         lines.append(f"  p5 {p[5]:.6g}  p50 {p[50]:.6g}  p95 {p[95]:.6g} {res.units}  (mean {summary.mean:.6g}, "

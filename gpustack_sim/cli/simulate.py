@@ -11,6 +11,7 @@ from gpustack_compiler.errors import InputError
 
 from .app import JsonOpt, app, engine, out
 from .render import fmt
+from .workers import SchedulerOpt, WorkersOpt, chunked
 
 
 @app.command("simulate")
@@ -25,7 +26,7 @@ def simulate_cmd(ctx: typer.Context,
                  interval: float = typer.Option(None, "--interval", help="Checkpoint interval in seconds "
                                                 "(--policy fixed; default the catalog's cluster.ckpt.interval)."),
                  sites_file: Path = typer.Option(None, "--sites", help="Sites file (schemas/sites.schema.json)."),
-                 workers: int = typer.Option(1, "--workers", min=1, help="Worker processes for replications."),
+                 workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
                  explain: bool = typer.Option(False, "--explain", help="Name every catalog parameter used."),
                  as_json: bool = JsonOpt,
                  out_dir: Path = typer.Option(None, "--out", help="Write result.json, events.parquet, power.parquet "
@@ -45,9 +46,9 @@ def simulate_cmd(ctx: typer.Context,
     run = load_training_run(run_file)
     eng = engine(ctx)
     params, traces = eng.job_parameters(run)
-    with _progress(replications) as tick:
+    with chunked("replications", workers, scheduler) as (client, tick):
         result = eng.simulate(run, sites=sites_file, policy=policy, seed=seed, replications=replications, days=days,
-                              interval_s=interval, workers=workers, progress=tick, parameters=params)
+                              interval_s=interval, client=client, progress=tick, parameters=params)
     data = result.to_dict()
     lines = _lines(result, run.name)
     if explain:
@@ -64,22 +65,6 @@ def simulate_cmd(ctx: typer.Context,
         write_text(out_dir / "result.json", json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
         lines.append(f"wrote {out_dir}/result.json, events.parquet, power.parquet, timeline.png")
     out(data, "\n".join(lines), as_json)
-
-
-def _progress(total: int):
-    """A rich progress bar on stderr; it disappears when done."""
-    from contextlib import contextmanager
-
-    from rich.console import Console
-    from rich.progress import Progress
-
-    @contextmanager
-    def bar():
-        with Progress(console=Console(stderr=True), transient=True, disable=total < 2) as prog:
-            task = prog.add_task("replications", total=total)
-            yield lambda n: prog.advance(task, n)
-
-    return bar()
 
 
 _LABELS = {"useful_time_share": ("useful-time share (goodput)", "1", 1.0),

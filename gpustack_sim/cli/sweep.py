@@ -10,6 +10,7 @@ from gpustack_compiler.errors import InputError
 
 from .app import JsonOpt, Neo4jOpt, app, engine, out
 from .estimate import AssignOpt, ModeOpt, PresetOpt, VariantOpt, run_with_extras
+from .workers import SchedulerOpt, WorkersOpt, chunked
 
 
 @app.command("sweep")
@@ -27,7 +28,7 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
               plot: Path = typer.Option(None, "--plot", help="Write a PNG of every valid layout: the objective "
                                         "against memory per GPU, the best marked."),
               preset: list[str] = PresetOpt, assign: list[str] = AssignOpt, variant: list[str] = VariantOpt,
-              mode: list[str] = ModeOpt,
+              mode: list[str] = ModeOpt, workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
               as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Evaluate every layout on a grid (training or serving); rank the valid ones, count the invalid ones by reason."""
     from ..analyses.sweep import parse_grid
@@ -42,7 +43,8 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
         raise InputError("--plot draws a training sweep (objective against memory per GPU); not for a serving run")
     eng = engine(ctx, neo4j)
     # A plot shows every valid layout; the text still lists the best --top.
-    result = eng.sweep(run, parse_grid(grid), objective, top if plot is None else 10**9)
+    with chunked("layouts", workers, scheduler) as (client, tick):
+        result = eng.sweep(run, parse_grid(grid), objective, top if plot is None else 10**9, client, tick)
     lines = [f"{result.evaluated} layouts evaluated in {result.seconds:.2f} s: {result.valid} valid"]
     lines += [f"  note: {n}" for n in result.notes]
     for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):

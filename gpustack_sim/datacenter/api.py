@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Mapping
 
 import numpy as np
 
 from gpustack_compiler.errors import InputError
+
+from ..distributed import Backend, chunk_ranges
+from ..distributed.chunks import Progress
 
 from .events import to_ns
 from .parameters import JobParameters
@@ -21,15 +23,18 @@ from .sites import Placement, Sites, place, single_site
 SECONDS_PER_DAY = 86400
 # What a change of parallel layout leaves as it is: the work, the nodes, and the parts that can fail.
 SAME_IN_EVERY_LAYOUT = ("tokens_per_step", "token_budget", "nodes", "gpus_per_node", "failure_classes")
+# Replications per chunk sent to a worker: enough to outweigh sending it, few enough to spread 100 of them.
+REPLICATION_CHUNK = 8
 
 
 def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str | Policy = "daly", seed: int = 0,
              replications: int = 1, days: float | None = None, to_budget: bool = True,
-             interval_s: float | None = None, workers: int = 1, log_replications: int = 1,
-             progress: Callable[[int], None] | None = None,
+             interval_s: float | None = None, backend: Backend | None = None, log_replications: int = 1,
+             progress: Progress | None = None,
              layouts: Mapping[str, JobParameters] | None = None) -> SimulationResult:
-    """Replay the job `replications` times. Replication i uses the i-th child of SeedSequence(seed), so
-    every replication is the same whatever the order or the number of workers.
+    """Replay the job `replications` times, in chunks of REPLICATION_CHUNK on `backend` (this process by
+    default). Replication i uses the i-th child of SeedSequence(seed), so every replication is the same
+    whatever the order or the number of workers. `progress(done, total)` hears of chunks done.
 
     `layouts`: alternative parallel layouts of the same job (name -> its JobParameters) a policy may switch
     to (`SetLayout`); they must train the same batch and budget on the same nodes and parts. The job starts
@@ -59,22 +64,15 @@ def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str |
         layouts = {name: dataclasses.replace(lp, token_budget=budget) for name, lp in layouts.items()}
         params = dataclasses.replace(params, token_budget=budget)
     seeds = np.random.SeedSequence(seed).spawn(replications)
-    jobs = [(params, placement, chosen, s, horizon, i < log_replications, layouts) for i, s in enumerate(seeds)]
-    if workers > 1 and replications > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            runs = list(_tick(pool.map(_replay, jobs, chunksize=max(1, replications // (8 * workers))), progress))
-    else:
-        runs = list(_tick(map(_replay, jobs), progress))
+    shared = (params, placement, chosen, horizon, layouts)
+    chunks = [[(seeds[i], i < log_replications) for i in range(a, b)]
+              for a, b in chunk_ranges(replications, REPLICATION_CHUNK)]
+    parts = (backend or Backend()).map(_replay, shared, chunks, progress)
+    runs = [r for part in parts for r in part]
     return SimulationResult.from_replications(params, placement, chosen.name, seed, days, runs, layouts)
 
 
-def _replay(job: tuple[JobParameters, Placement, Policy, np.random.SeedSequence, int | None, bool,
-                       dict[str, JobParameters]]) -> Replication:
-    return Replay(*job).run()
-
-
-def _tick(runs, progress):
-    for run in runs:
-        if progress is not None:
-            progress(1)
-        yield run
+def _replay(shared: tuple[JobParameters, Placement, Policy, int | None, dict[str, JobParameters]],
+            chunk: list[tuple[np.random.SeedSequence, bool]]) -> list[Replication]:
+    params, placement, policy, horizon, layouts = shared
+    return [Replay(params, placement, policy, s, horizon, log, layouts).run() for s, log in chunk]

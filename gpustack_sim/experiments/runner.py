@@ -15,14 +15,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from gpustack_compiler.errors import InputError
 
+from ..distributed import Backend, chunk_ranges
+from ..distributed.chunks import Progress
 from .panels import PANELS
 from .panels.base import Capability, MetricOutcome, PanelContext, ProportionSample, Unresolved
 from .protocol import STAGES, Metric, Protocol, sha256_of
@@ -33,7 +34,6 @@ from .workspace import Workspace
 
 PACKAGE_VERSION = "0.1.0"
 RUN_ID_CHARS = 16
-Progress = Callable[[int, int], None]  # (done, total)
 
 
 def code_version() -> str:
@@ -54,15 +54,14 @@ def file_sha256(path: Path) -> str:
 # ---- the run ---------------------------------------------------------------------------------------
 
 def run_protocol(ref: str, *, workspace: Workspace, engine_factory, stage: str = "virtual",
-                 replications: int | None = None, seed: int | None = None, workers: int = 1,
+                 replications: int | None = None, seed: int | None = None, client=None,
                  observations: Path | None = None, progress: Progress | None = None,
                  write: bool = True) -> RunResult:
     """Run protocol `ref` (E001 or E001@2) at `stage`; write the artifact under results/<id>/ unless
-    `write` is False. `engine_factory()` gives the engine (called once, when first needed)."""
+    `write` is False. `engine_factory()` gives the engine (called once, when first needed). Replications
+    run in chunks, here or on the Dask cluster of `client`; `progress(done, total)` hears of chunks done."""
     if stage not in STAGES:
         raise InputError(f"--stage {stage!r}: one of {', '.join(STAGES)}")
-    if workers < 1:
-        raise InputError(f"--workers {workers}: at least 1")
     engine = engine_factory()
     protocol = workspace.load(ref, engine.units)
     workspace.require_frozen(protocol)
@@ -95,7 +94,7 @@ def run_protocol(ref: str, *, workspace: Workspace, engine_factory, stage: str =
         assumptions += prepared.assumptions
         calibration += prepared.calibration_ids
         if prepared.replays:
-            observed = _replicate(panel, prepared.state, protocol.arms, n, seed, workers, progress,
+            observed = _replicate(panel, prepared.state, protocol.arms, n, seed, Backend(client), progress,
                                   spec.seed_policy.common_random_numbers)
             runs = {arm: len(v) for arm, v in observed.items()}
             crn = crn.model_copy(update={"verified": _crn_holds(observed)
@@ -196,46 +195,29 @@ def _observations(protocol: Protocol, stage: str, observations: Path | None, ws:
 
 # ---- replications ----------------------------------------------------------------------------------
 
-_WORKER: dict = {}
+# Replications of one arm per chunk sent to a worker.
+REPLICATION_CHUNK = 4
 
 
-def _init_worker(panel_id: str, state) -> None:
-    _WORKER["panel"], _WORKER["state"] = PANELS[panel_id], state
-
-
-def _task(job: tuple[str, int, int]) -> dict:
-    arm, _, seed = job
-    return _WORKER["panel"].replay(_WORKER["state"], arm, seed)
+def _task(shared: tuple[str, object], chunk: list[tuple[str, int]]) -> list[dict]:
+    panel_id, state = shared
+    return [PANELS[panel_id].replay(state, arm, seed) for arm, seed in chunk]
 
 
 def replication_seeds(seed: int, n: int) -> list[int]:
     return [int(s.generate_state(1, np.uint64)[0]) for s in np.random.SeedSequence(seed).spawn(n)]
 
 
-def _replicate(panel, state, arms: Sequence[str], n: int, seed: int, workers: int, progress: Progress | None,
+def _replicate(panel, state, arms: Sequence[str], n: int, seed: int, backend: Backend, progress: Progress | None,
                common: bool) -> dict[str, list[dict]]:
     seeds = replication_seeds(seed, n)
     # Without common random numbers each arm gets its own stream of seeds.
     arm_seeds = {arm: seeds if common else replication_seeds(seed + 1 + k, n) for k, arm in enumerate(arms)}
-    jobs = [(arm, i, arm_seeds[arm][i]) for i in range(n) for arm in arms]
-    total = len(jobs)
-    results = []
-    if progress:
-        progress(0, total)
-    if workers > 1 and total > 1:
-        with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(panel.protocol_id, state)) as pool:
-            for k, r in enumerate(pool.map(_task, jobs, chunksize=max(1, total // (8 * workers))), 1):
-                results.append(r)
-                if progress:
-                    progress(k, total)
-    else:
-        _init_worker(panel.protocol_id, state)
-        for k, job in enumerate(jobs, 1):
-            results.append(_task(job))
-            if progress:
-                progress(k, total)
+    jobs = [(arm, arm_seeds[arm][i]) for i in range(n) for arm in arms]
+    chunks = [jobs[a:b] for a, b in chunk_ranges(len(jobs), REPLICATION_CHUNK * len(arms))]
+    results = [r for part in backend.map(_task, (panel.protocol_id, state), chunks, progress) for r in part]
     out: dict[str, list[dict]] = {arm: [] for arm in arms}
-    for (arm, _, _), r in zip(jobs, results):
+    for (arm, _), r in zip(jobs, results):
         out[arm].append(r)
     return out
 

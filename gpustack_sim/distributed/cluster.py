@@ -1,0 +1,48 @@
+"""The Dask client behind `--workers N` (a local cluster of N single-threaded processes) and
+`--scheduler tcp://HOST:PORT` (an existing cluster)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from gpustack_compiler.errors import InfrastructureError, InputError
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+# Seconds to reach an existing scheduler before giving up.
+CONNECT_TIMEOUT_S = 10
+
+
+@contextmanager
+def connect(workers: int | None = None, scheduler: str | None = None) -> Iterator[Client | None]:
+    """No client (this process alone) when neither is given; the local cluster or the scheduler otherwise,
+    closed on exit."""
+    if workers is not None and scheduler is not None:
+        raise InputError("--workers and --scheduler exclude each other",
+                         "--workers starts a local cluster; --scheduler joins an existing one")
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers {workers}: at least 1")
+    if workers is None and scheduler is None:
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise InfrastructureError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({exc})",
+                                      "start one with `dask scheduler` and workers with `dask worker ADDRESS`"
+                                      ) from None
+        with client:
+            yield client
+        return
+    # One thread per process: the work is numpy and Python; threads would share one interpreter lock. The
+    # scheduler's HTTP endpoint on any free port: another cluster on the machine may hold 8787.
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        yield client
