@@ -50,7 +50,16 @@ class _Loader(_Base):
         if node in self.constructed_objects or node in self.recursive_objects:
             raise YamlError("anchors and aliases are not allowed in catalog files",
                             node.start_mark.line + 1, node.start_mark.column + 1)
-        return super().construct_object(node, deep=True)
+        try:
+            return super().construct_object(node, deep=True)
+        except (YamlError, yaml.YAMLError, RecursionError, MemoryError):
+            raise
+        except Exception as exc:
+            # The safe constructors of tagged scalars (`!!timestamp nope`, `!!int 0x`, `!!binary %`) fail
+            # with the errors of the parsers they call, not a YAMLError: each is a problem of this node.
+            raise YamlError(f"YAML syntax: cannot read {node.tag} value {str(node.value)[:40]!r} "
+                            f"({type(exc).__name__})", node.start_mark.line + 1,
+                            node.start_mark.column + 1) from None
 
 
 def _construct_mapping(loader: _Loader, node):
