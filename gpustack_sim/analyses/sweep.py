@@ -8,12 +8,14 @@ compiled with lambdify, and evaluated on the whole grid with numpy.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.limits import MAX_GRID_LAYOUTS, refuse_over
 
 from ..engine.bindings import FieldBinding, field_value
 from ..engine.facts import Facts
@@ -130,6 +132,8 @@ def _grid(axes: dict[str, FieldBinding], grid: dict[str, list], coded, scenario:
     """Run-file field -> its value at every grid point (base units): the product of the grid's axes, the
     run's own value on the others."""
     on_grid = [k for k in axes if k in grid]
+    refuse_over(math.prod(len(grid[k]) for k in on_grid), MAX_GRID_LAYOUTS, "--grid: layouts on the grid "
+                f"({' x '.join(str(len(grid[k])) for k in on_grid)})", "sweep fewer values per axis")
     lists = [[coded(axes[k], v) for v in _read(axes[k], grid[k])] for k in on_grid]
     points = list(zip(*itertools.product(*lists))) if on_grid else [()]
     n = len(points[0]) if on_grid else 1

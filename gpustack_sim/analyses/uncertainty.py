@@ -20,6 +20,7 @@ import numpy as np
 import sympy
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.limits import MAX_SAMPLES, refuse_over
 from gpustack_compiler.kinds.distributions import DISTRIBUTIONS, Family, RandomValue
 
 from ..engine.resolver import Resolution, ResolveError, Resolver
@@ -141,6 +142,7 @@ def draw_inputs(dists: list[Distribution], resolutions: list[Resolution], seed: 
     stochastic relation the resolutions draw. Each of those has a stream of its own, seeded by the seed and
     its name, so its draws do not depend on what else is sampled: `resolve --sample` on one figure and the
     estimate's intervals draw it alike. The same seed gives the same bytes."""
+    refuse_over(n, MAX_SAMPLES, "--samples", "every sampled input and intermediate is an array of that length")
     rng = np.random.Generator(np.random.PCG64(seed))
     draws = [d.draw(rng, n) for d in dists]
     drawn = {k: v for res in resolutions for k, v in res.stages.items() if isinstance(v, RandomValue)}

@@ -10,7 +10,7 @@ import typer
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.suggest import did_you_mean
 
-from .app import JsonOpt, Neo4jOpt, app, engine, out, pairs
+from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, out, pairs
 from .render import fmt, trace_lines
 
 if TYPE_CHECKING:
@@ -37,10 +37,11 @@ def estimate_cmd(ctx: typer.Context,
                  trace: list[str] = typer.Option([], "--trace", help="Show what a figure is made of (label or name)."),
                  plot: Path = typer.Option(None, "--plot", help="Write a PNG: the step-time waterfall and the "
                                            "cost-per-token breakdown, with intervals."),
-                 as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
+                 allow_violations: bool = AllowViolationsOpt, as_json: bool = JsonOpt,
+                 neo4j: bool = Neo4jOpt) -> None:
     """Step time, throughput, utilization, memory fit, energy and cost of a training run, with intervals."""
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
-    eng = engine(ctx, neo4j)
+    eng = engine(ctx, neo4j, allow_violations)
     est = eng.estimate(run, samples, seed, sample)
     data = est.to_dict()
     lines = estimate_lines(est)

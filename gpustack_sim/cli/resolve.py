@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .app import JsonOpt, Neo4jOpt, app, engine, err, out, pairs
+from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out, pairs
 from .render import fmt, trace_lines
 
 
@@ -28,9 +28,9 @@ def resolve(ctx: typer.Context, target: str,
                                              "root (and the stochastic relations in the cone)."),
             samples: int = typer.Option(10000, "--samples", help="Monte Carlo sample count."),
             seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
-            as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
+            allow_violations: bool = AllowViolationsOpt, as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Resolve TARGET from presets and assignments, with trace, missing roots and checks."""
-    eng = engine(ctx, neo4j)
+    eng = engine(ctx, neo4j, allow_violations)
     eng.variable(target)
     scenario = eng.scenario(preset, pairs(assign, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'"),
                             pairs(variant, "--variant", "NAME=KEY, e.g. training.flops_per_step=dense"), mode)

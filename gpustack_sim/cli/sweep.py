@@ -8,7 +8,7 @@ import typer
 
 from gpustack_compiler.errors import InputError
 
-from .app import JsonOpt, Neo4jOpt, app, engine, out
+from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, out
 from .estimate import AssignOpt, ModeOpt, PresetOpt, VariantOpt, run_with_extras
 
 
@@ -25,14 +25,15 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
                                         "against memory per GPU, the best marked."),
               preset: list[str] = PresetOpt, assign: list[str] = AssignOpt, variant: list[str] = VariantOpt,
               mode: list[str] = ModeOpt,
-              as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
+              allow_violations: bool = AllowViolationsOpt, as_json: bool = JsonOpt,
+              neo4j: bool = Neo4jOpt) -> None:
     """Evaluate every layout on a grid; rank the valid ones, count the invalid ones by reason."""
     from ..analyses.sweep import parse_grid
 
     if not grid:
         raise InputError("--grid is required, e.g. --grid tp=1,2,4,8 --grid pp=1,2,4,8")
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
-    eng = engine(ctx, neo4j)
+    eng = engine(ctx, neo4j, allow_violations)
     # A plot shows every valid layout; the text still lists the best --top.
     result = eng.sweep(run, parse_grid(grid), objective, top if plot is None else 10**9)
     lines = [f"{result.evaluated} layouts evaluated in {result.seconds:.2f} s: {result.valid} valid"]
