@@ -93,8 +93,35 @@ _Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 _Loader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
 
 
+# Deeper nesting is refused before composing: libyaml's composer recurses in C, and a flow collection
+# nested some 20,000 deep (two bytes a level) crashes the interpreter instead of raising RecursionError.
+MAX_DEPTH = 500
+
+
+def _check_depth(text: str) -> None:
+    """YamlError when collections nest deeper than MAX_DEPTH. Only a text with more flow openings than that
+    can nest deep enough to matter (block nesting needs a level of indentation more per level: the size
+    limits of gpustack_compiler/limits.py keep it to about 2,000), so only such a text pays for walking the
+    parser's events, which keep their stack on the heap."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_Base):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise YamlError(f"YAML nesting deeper than {MAX_DEPTH} levels", event.start_mark.line + 1,
+                                    event.start_mark.column + 1)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # a syntax error: the loader reports it with its line
+
+
 def load(text: str):
     """Parse YAML text; return (data, duplicate keys as (key, line)). Raises YamlError."""
+    _check_depth(text)
     loader = _Loader(text)
     try:
         data = loader.get_single_data()

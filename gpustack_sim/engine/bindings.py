@@ -110,8 +110,6 @@ class FieldBinding:
     def parse(self, raw):
         """A field value from a grid entry (text, or already a value); ValueError when it cannot be read or
         is outside what the run file allows for the field."""
-        if isinstance(raw, str) and self.read != "quantity":
-            as_run_field(self.field, raw)
         if self.read == "boolean":
             return read_boolean(raw)
         if self.read == "enumeration":
@@ -120,11 +118,7 @@ class FieldBinding:
             return str(raw)
         if self.read == "quantity" or not isinstance(raw, str):
             return raw
-        try:
-            number = float(raw)
-        except ValueError:
-            raise ValueError(f"{raw!r} is not a number") from None
-        return int(number) if number.is_integer() else number
+        return as_run_field(self.field, raw)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.yaml_lines import YamlError, load
 
 # Counts stay exact as floats (the engine computes in floats): a 400-digit `hidden` would overflow them.
 MAX_COUNT = 2**53
@@ -128,9 +128,9 @@ def apply_overrides(data: dict, overrides: list[str]) -> None:
         if not sep or not path:
             raise InputError(f"--set {item!r}: expected FIELD=VALUE, e.g. layout.tp=4")
         try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            raise InputError(f"--set {item!r}: cannot read the value") from None
+            value = load(raw)[0]
+        except YamlError as exc:
+            raise InputError(f"--set {item!r}: cannot read the value ({exc.message})") from None
         try:
             set_field(data, path, value)
         except ValueError as exc:
