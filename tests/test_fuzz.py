@@ -54,9 +54,9 @@ def fuzz_base(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def build_dir(tmp_path_factory) -> Path:
-    """One build directory for the commands over the real catalog: compiled once."""
-    return tmp_path_factory.mktemp("fuzz-build")
+def build_dir(real_build) -> Path:
+    """The session's build directory of the real catalog (compiled once)."""
+    return real_build
 
 
 def test_the_fuzz_base_is_clean(fuzz_base) -> None:
@@ -87,7 +87,7 @@ def test_mutated_assignments(build_dir, name, value, seed) -> None:
     judged(run("--build-dir", str(build_dir), "resolve", name, "--assign", f"{name}={hostile}"))
 
 
-@settings(CAMPAIGN, max_examples=25)
+@settings(CAMPAIGN, max_examples=60)
 @given(field=st.sampled_from(RUN_FIELDS), value=st.sampled_from(RUN_FIELD_VALUES),
        mutator=st.sampled_from([None, byte_flips, truncate, hostile_scalar, non_utf8]),
        seed=st.integers(0, 2**32 - 1))
@@ -100,7 +100,7 @@ def test_mutated_run_files(build_dir, field, value, mutator, seed) -> None:
                    "--set", f"{field}={value}"))
 
 
-@settings(CAMPAIGN, max_examples=20)
+@settings(CAMPAIGN, max_examples=50)
 @given(axes=st.lists(st.sampled_from(GRID_AXES), min_size=1, max_size=3, unique=True),
        values=st.lists(st.lists(st.sampled_from(GRID_VALUES), min_size=1, max_size=3), min_size=3, max_size=3))
 def test_mutated_sweep_grids(build_dir, axes, values) -> None:
@@ -108,7 +108,7 @@ def test_mutated_sweep_grids(build_dir, axes, values) -> None:
     judged(run("--build-dir", str(build_dir), "sweep", str(RUN), *grid))
 
 
-@settings(CAMPAIGN, max_examples=15)
+@settings(CAMPAIGN, max_examples=40)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_mutated_validation_csvs(build_dir, seed) -> None:
     rows = b"\n".join([
