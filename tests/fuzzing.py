@@ -17,6 +17,20 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+# A preset in the mini catalog the catalog cases mutate (tests/helpers.py mini_catalog), so preset
+# assignments are mutated too.
+FUZZ_PRESET = """# yaml-language-server: $schema=../../schemas/presets.schema.json
+presets:
+  - name: fuzz_fixture
+    description: values for the fuzzing campaign
+    provenance: synthetic_fixture
+    source: chosen
+    references: [gpustack_fixture]
+    assignments:
+      training.t_compute: 1 s
+      training.t_comm: {value: 0.5, units: s, sd: 0.1}
+"""
+
 # ---- hostile material ----------------------------------------------------------------------------
 
 HOSTILE_EXPRESSIONS = [

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzzing import (CATALOG_MUTATORS, GRID_AXES, GRID_VALUES, RUN_FIELD_VALUES, RUN_FIELDS, Outcome, byte_flips,
+from fuzzing import (CATALOG_MUTATORS, FUZZ_PRESET, GRID_AXES, GRID_VALUES, RUN_FIELD_VALUES, RUN_FIELDS, Outcome, byte_flips,
                      hostile_scalar, mutate_catalog, mutate_csv, mutate_value, non_utf8, truncate)
 from helpers import REPO, mini_catalog, run_cli_here
 
@@ -22,17 +22,6 @@ from helpers import REPO, mini_catalog, run_cli_here
 CAMPAIGN = settings(deadline=None, derandomize=True, database=None, print_blob=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
-PRESET = """# yaml-language-server: $schema=../../schemas/presets.schema.json
-presets:
-  - name: fuzz_fixture
-    description: values for the fuzzing campaign
-    provenance: synthetic_fixture
-    source: chosen
-    references: [gpustack_fixture]
-    assignments:
-      training.t_compute: 1 s
-      training.t_comm: {value: 0.5, units: s, sd: 0.1}
-"""
 
 
 def run(*args: str) -> Outcome:
@@ -49,7 +38,7 @@ def judged(outcome: Outcome, catalog_name: str | None = None) -> None:
 def fuzz_base(tmp_path_factory) -> Path:
     """The mini catalog with a preset: small enough to check 200 mutants of it in about a minute."""
     root = mini_catalog(tmp_path_factory.mktemp("fuzz-base"))
-    (root / "presets" / "fuzz.yaml").write_text(PRESET)
+    (root / "presets" / "fuzz.yaml").write_text(FUZZ_PRESET)
     return root
 
 
