@@ -116,27 +116,24 @@ def hostile_expression(data: bytes, rnd: random.Random) -> bytes:
                   b"expression: " + quoted + b", description: x, references: [narayanan2021_megatron]}\n"
 
 
-def hostile_unit(data: bytes, rnd: random.Random) -> bytes:
+def _replace_value(data: bytes, rnd: random.Random, key_pattern: bytes, value: bytes) -> bytes:
+    """`data` with the value of a random line whose key matches `key_pattern` replaced by `value`."""
     lines = _lines(data)
-    at = [i for i, line in enumerate(lines) if re.match(rb"\s*(units|definition|unit):", line)]
+    at = [i for i, line in enumerate(lines) if re.match(key_pattern, line)]
     if not at:
         return data
     i = rnd.choice(at)
-    key = lines[i].split(b":", 1)[0]
-    lines[i] = key + b": " + json.dumps(rnd.choice(HOSTILE_UNITS)).encode()
+    lines[i] = lines[i].split(b":", 1)[0] + b": " + value
     return b"\n".join(lines)
+
+
+def hostile_unit(data: bytes, rnd: random.Random) -> bytes:
+    return _replace_value(data, rnd, rb"\s*(units|definition|unit):", json.dumps(rnd.choice(HOSTILE_UNITS)).encode())
 
 
 def hostile_scalar(data: bytes, rnd: random.Random) -> bytes:
     """A value replaced by a tag, an anchor or alias, a non-finite or huge number, a full-width digit."""
-    lines = _lines(data)
-    at = [i for i, line in enumerate(lines) if re.match(rb"\s*-?\s*[a-z_]+:\s*\S", line)]
-    if not at:
-        return data
-    i = rnd.choice(at)
-    key = lines[i].split(b":", 1)[0]
-    lines[i] = key + b": " + rnd.choice(HOSTILE_SCALARS).encode()
-    return b"\n".join(lines)
+    return _replace_value(data, rnd, rb"\s*-?\s*[a-z_]+:\s*\S", rnd.choice(HOSTILE_SCALARS).encode())
 
 
 def deep_nesting(data: bytes, rnd: random.Random) -> bytes:
@@ -149,23 +146,30 @@ def anchors(data: bytes, rnd: random.Random) -> bytes:
     return (BILLION_LAUGHS.encode() if rnd.random() < 0.5 else b"base: &b {x: 1}\nother: *b\n") + data
 
 
-def duplicate_entry(data: bytes, rnd: random.Random) -> bytes:
-    lines = _lines(data)
+def _entry(lines: list[bytes], rnd: random.Random) -> tuple[int, int] | None:
+    """The line span of a random list entry (`  - ...` up to the next one), or None when there is none."""
     starts = [i for i, line in enumerate(lines) if line.startswith(b"  - ")]
     if not starts:
-        return data + data
+        return None
     i = rnd.choice(starts)
-    end = next((j for j in starts if j > i), len(lines))
+    return i, next((j for j in starts if j > i), len(lines))
+
+
+def duplicate_entry(data: bytes, rnd: random.Random) -> bytes:
+    lines = _lines(data)
+    span = _entry(lines, rnd)
+    if span is None:
+        return data + data
+    i, end = span
     return b"\n".join(lines[:end] + lines[i:end] + lines[end:])
 
 
 def delete_entry(data: bytes, rnd: random.Random) -> bytes:
     lines = _lines(data)
-    starts = [i for i, line in enumerate(lines) if line.startswith(b"  - ")]
-    if not starts:
+    span = _entry(lines, rnd)
+    if span is None:
         return b""
-    i = rnd.choice(starts)
-    end = next((j for j in starts if j > i), len(lines))
+    i, end = span
     return b"\n".join(lines[:i] + lines[end:])
 
 
