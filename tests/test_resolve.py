@@ -107,7 +107,7 @@ def test_cli_resolve_and_violation_exit_code(gpustack_cli, real_build: Path) -> 
     bad = gpustack_cli(*base, "resolve", "training.t_step", "--preset", FIXTURE, "--assign",
                        "training.overhead_fraction=1.5")
     assert bad.returncode == 1 and bad.stdout == ""
-    assert bad.stderr.startswith("Error: --assign: `training.overhead_fraction` = 1.5: 1.5 outside [0.0, 1.0]")
+    assert bad.stderr.startswith("Error: --assign: `training.overhead_fraction` = 1.5: 1.5 outside [0.0, 0.99]")
     # ... unless allowed, when it is listed as violated, and exit 1 only when asked
     allowed = gpustack_cli(*base, "resolve", "training.t_step", "--preset", FIXTURE, "--assign",
                            "training.overhead_fraction=1.5", "--allow-violations")
