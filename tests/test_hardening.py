@@ -210,3 +210,12 @@ def test_batches_that_do_not_divide_are_input_errors(cli, field, value, words) -
 def test_grid_values_the_run_file_could_not_hold_are_input_errors(cli, grid, words) -> None:
     # `tp=-1,0` exited 0 with numpy warnings
     one_line_error(cli("sweep", str(RUN), "--grid", grid), 2, *words)
+
+
+def test_a_csv_row_with_too_few_or_too_many_cells_names_its_row(cli, tmp_path) -> None:
+    # found by benchmarks/fuzz.py: a truncated row gave its missing cells as None (AttributeError)
+    path = tmp_path / "rows.csv"
+    path.write_text(CSV_HEADER + "megat\n")
+    one_line_error(cli("validate", str(path)), 2, f"{path}:2 (row 1)", "1 cells, the header has 19")
+    path.write_text(CSV_HEADER + CSV_ROW.strip() + ",1,2\n")
+    one_line_error(cli("validate", str(path)), 2, f"{path}:2 (row 1)", "21 cells, the header has 19")

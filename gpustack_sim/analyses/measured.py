@@ -100,6 +100,9 @@ def read_rows(path: Path, runs: MeasuredRuns, presets: set[str]) -> list[Row]:
     for i, record in enumerate(reader):
         line = body[i + 1][0]
         where = f"{path}:{line} (row {i + 1})"
+        if None in record or None in record.values():  # a short row has None cells, a long one a None key
+            cells = len(next(csv.reader([body[i + 1][1]])))
+            raise InputError(f"{where}: {cells} cells, the header has {len(header)}")
         try:
             rows.append(_row(f"{path.stem}:{i + 1}", path.stem, f"{path}:{line}", record, where, runs, presets))
         except (ValueError, KeyError) as exc:
