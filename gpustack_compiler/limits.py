@@ -29,11 +29,16 @@ MAX_SAMPLES = 1_000_000
 # Layouts in one sweep (the product of the grid's axes): all are held as arrays at once.
 MAX_GRID_LAYOUTS = 2_000_000
 
+# Wallclock one simulation replays (`simulate --days`, or the time to the token budget): its event log
+# grows with it. Ten years: the longest training runs take months.
+MAX_SIMULATED_DAYS = 3650
 
-def refuse_over(count: int, limit: int, what: str, hint: str | None = None) -> None:
-    """InputError naming `count` when it exceeds `limit`."""
-    if count > limit:
-        raise InputError(f"{what}: {count:,} is over the limit of {limit:,}", hint)
+
+def refuse_over(count: float, limit: float, what: str, hint: str | None = None) -> None:
+    """InputError naming `count` when it exceeds `limit` (or is not a number)."""
+    if not count <= limit:
+        shown = f"{count:,}" if isinstance(count, int) else f"{count:,.6g}"
+        raise InputError(f"{what}: {shown} is over the limit of {limit:,}", hint)
 
 
 class FileProblem(Exception):

@@ -219,3 +219,9 @@ def test_a_csv_row_with_too_few_or_too_many_cells_names_its_row(cli, tmp_path) -
     one_line_error(cli("validate", str(path)), 2, f"{path}:2 (row 1)", "1 cells, the header has 19")
     path.write_text(CSV_HEADER + CSV_ROW.strip() + ",1,2\n")
     one_line_error(cli("validate", str(path)), 2, f"{path}:2 (row 1)", "21 cells, the header has 19")
+
+
+@pytest.mark.parametrize("days, words", [("1e400", ("inf", "limit")), ("4000", ("4,000", "limit of 3,650"))])
+def test_a_simulated_horizon_over_the_limit_is_refused(cli, days, words) -> None:
+    # `--days 1e400` raised OverflowError; a long horizon grows the event log without bound
+    one_line_error(cli("simulate", str(RUN), "--days", days), 2, "days of wallclock", *words)
