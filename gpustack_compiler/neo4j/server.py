@@ -299,10 +299,10 @@ def ensure_built() -> Path:
 
 def _prune_old_builds(root: Path, keep: Path) -> None:
     """Delete builds of older launcher sources (~140 MB each), except those a running server uses (servers
-    of any data directory: their command lines name their build)."""
+    of any data directory: their command lines name their build's folder, perhaps through a linked cache)."""
     in_use = _launcher_command_lines()
     for entry in root.iterdir():
-        if entry == keep or any(str(entry).encode() in cmd for cmd in in_use):
+        if entry == keep or any(f"/{entry.name}/".encode() in cmd for cmd in in_use):
             continue
         if entry.is_dir() and re.fullmatch(r"[0-9a-f]{16}", entry.name):
             shutil.rmtree(entry, ignore_errors=True)
