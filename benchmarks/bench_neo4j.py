@@ -57,11 +57,12 @@ class PrivateServer:
         (self.cache / "neo4j-launcher").symlink_to(build.parent, target_is_directory=True)
         self.saved = os.environ.get("GPUSTACK_CACHE_DIR")
         os.environ["GPUSTACK_CACHE_DIR"] = str(self.cache)
-        self.status = srv.start(bolt_port=free_port(), http_port=None, data_dir=root / "data")
+        self.data = root / "data"
+        self.status = srv.start(bolt_port=free_port(), http_port=None, data_dir=self.data)
         self.uri = self.status["bolt_uri"]
 
     def stop(self) -> None:
-        self.srv.stop()
+        self.srv.stop(data_dir=self.data)
         if self.saved is None:
             os.environ.pop("GPUSTACK_CACHE_DIR", None)
         else:

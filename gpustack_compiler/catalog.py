@@ -6,6 +6,7 @@ one, so a single typo yields one finding instead of a cascade of unknown names.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from .expressions import ANY, DimensionInference, ExprError, Parsed, is_keyword_
 from .fileset import catalog_files, content_hash
 from .forked import can_fork, fork_map
 from .findings import Findings
+from .limits import MAX_CATALOG_FILE_BYTES, FileProblem, load_text
 from .kinds import KEYED, RelationKind, kind_of
 from .suggest import with_suggestion
 from .units import Unit, UnitError, UnitSystem
@@ -137,9 +139,9 @@ class _Loader:
     def read(self, path: Path):
         rel = self.rel(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            self.f.add(rel, 1, "yaml.syntax", f"cannot read file: {exc}")
+            text = load_text(path, MAX_CATALOG_FILE_BYTES)
+        except FileProblem as exc:
+            self.f.add(rel, exc.line, "file.unreadable", f"cannot read catalog file: {exc.reason}")
             return None
         if not MODELINE.match(text.lstrip("\ufeff").split("\n", 1)[0]):
             self.f.add(rel, 1, "yaml.modeline",
@@ -261,7 +263,7 @@ class _Loader:
         self.f.add(self.rel(path), 1, "catalog.missing", f"required file {path.name} is missing")
 
     def load_references(self, path: Path) -> None:
-        if not path.exists():
+        if not os.path.lexists(path):  # a symbolic link loop is there, and reported when read
             return self.missing_root_file(path)
         data = self.read(path)
         if data is None:
@@ -277,7 +279,7 @@ class _Loader:
             self.cat.references[ref.key] = (ref, Loc(rel, line))
 
     def load_units(self, path: Path) -> None:
-        if not path.exists():
+        if not os.path.lexists(path):  # a symbolic link loop is there, and reported when read
             return self.missing_root_file(path)
         data = self.read(path)
         if data is None:
@@ -302,7 +304,7 @@ class _Loader:
         self.cat.units = units
 
     def load_systems(self, path: Path) -> None:
-        if not path.exists():
+        if not os.path.lexists(path):  # a symbolic link loop is there, and reported when read
             return self.missing_root_file(path)
         data = self.read(path)
         if data is None:
@@ -323,7 +325,7 @@ class _Loader:
             self.cat.systems[spec.name] = spec
 
     def load_constants(self, path: Path) -> None:
-        if not path.exists():
+        if not os.path.lexists(path):  # a symbolic link loop is there, and reported when read
             return self.missing_root_file(path)
         data = self.read(path)
         if data is None:

@@ -10,6 +10,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .errors import InputError
+from .limits import MAX_DOCUMENT_BYTES, read_text
 from .yaml_lines import LinedDict, YamlError, line_at, load
 
 M = TypeVar("M", bound=BaseModel)
@@ -26,12 +27,7 @@ def field_path(loc: tuple) -> str:
 def read_mapping(path: Path, what: str, shown: str | None = None) -> LinedDict:
     """The YAML mapping in `path` (`what` names the kind of document, `shown` the path printed)."""
     where = shown or str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read {what} ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{where}:1: a {what} is UTF-8 text") from None
+    text = read_text(path, MAX_DOCUMENT_BYTES, what, where)
     try:
         data, duplicates = load(text)
     except YamlError as exc:

@@ -33,3 +33,8 @@ class InfrastructureError(GpustackError):
 class ResolveError(InputError):
     """The scenario cannot be resolved as asked: an ambiguous or unknown selection, or a relation that
     cannot be evaluated (no fixed point, a complex value)."""
+
+
+class ViolationError(GpustackError):
+    """An assigned value outside what the catalog declares for its variable (a negative length, a fraction
+    above 1): a finding about the input, exit 1, unless violations are allowed."""

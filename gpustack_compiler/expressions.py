@@ -15,7 +15,7 @@ from typing import Callable
 
 import sympy
 
-from .units import Dim, UnitError, UnitSystem
+from .units import Dim, UnitError, UnitSystem, exact
 
 MAX_TEXT = 2000
 MAX_NODES = 600
@@ -183,7 +183,7 @@ def _is_numeric(node: ast.AST) -> bool:
 def constant_fraction(node: ast.AST) -> Fraction | None:
     """The exact value of a purely numeric subtree (for exponents), or None."""
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return Fraction(repr(node.value)) if isinstance(node.value, float) else Fraction(node.value)
+        return exact(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         v = constant_fraction(node.operand)
         return None if v is None else (-v if isinstance(node.op, ast.USub) else v)

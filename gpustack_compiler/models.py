@@ -6,6 +6,7 @@ describe syntax, and the committed JSON Schema in `schemas/` is generated from t
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Literal, Union, get_args
 
@@ -31,7 +32,7 @@ LITERATURE_KINDS = frozenset({"paper", "textbook", "standard"})
 class Strict(BaseModel):
     # defer_build: a model's validator is built when first used, so the engine, which validates none of
     # the catalog files, does not pay for building them all at import
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, defer_build=True)
 
 
 class Bounds(Strict):
@@ -238,7 +239,8 @@ class Quantity(Strict):
     note: str | None = None
 
 
-QUANTITY_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
+# ASCII digits only: `\d` would also read a full-width `５` or an Arabic-Indic `٥` as 5.
+QUANTITY_RE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$", re.ASCII)
 
 
 def parse_quantity(value, default_units: str) -> Quantity:
@@ -248,11 +250,24 @@ def parse_quantity(value, default_units: str) -> Quantity:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a number")
     if isinstance(value, (int, float)):
-        return Quantity(value=float(value), units=default_units)
+        return Quantity(value=finite(value), units=default_units)
     match = QUANTITY_RE.match(str(value))
     if not match:
-        raise ValueError(f"cannot read {value!r} as a number with a unit (e.g. `0.5 kW`)")
-    return Quantity(value=float(match.group(1)), units=match.group(2) or default_units)
+        raise ValueError(f"cannot read {str(value)[:80]!r} as a number with a unit (e.g. `0.5 kW`)")
+    return Quantity(value=finite(match.group(1)), units=match.group(2) or default_units)
+
+
+def finite(number) -> float:
+    """`number` as a finite float; ValueError for one that overflows it (`1e400`, a 400-digit integer)
+    or is not a number (`nan`), which would otherwise turn every figure downstream into inf or nan."""
+    try:
+        value = float(number)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        shown = str(number)
+        raise ValueError(f"{shown[:20] + '...' if len(shown) > 24 else shown} is not a finite number")
+    return value
 
 
 class Fit(Strict):

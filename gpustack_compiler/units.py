@@ -5,12 +5,15 @@ evaluation, so a relation's numbers never depend on which display unit a variabl
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
 from .suggest import did_you_mean
 
 MAX_UNIT_TEXT = 200
+# Physical units carry small powers (m**3, s**-2); a larger one is a typo or an attack (m**1e400).
+MAX_EXPONENT = 12
 
 
 class UnitError(ValueError):
@@ -139,9 +142,14 @@ class UnitSystem:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             raise UnitError(f"cannot read unit {text!r}", "use `*`, `/`, `**` and `1`, e.g. `USD/kWh`") from None
         try:
-            return self._walk(tree.body, allow_numbers)
+            unit = self._walk(tree.body, allow_numbers)
         except RecursionError:
             raise UnitError(f"unit {text!r} is nested too deeply") from None
+        except (OverflowError, ZeroDivisionError):
+            raise UnitError(f"unit {text!r} has a scale that is not a finite number") from None
+        if not math.isfinite(unit.scale) or unit.scale == 0:
+            raise UnitError(f"unit {text!r} has a scale that is not a finite, nonzero number")
+        return unit
 
     def _walk(self, node: ast.AST, allow_numbers: bool) -> Unit:
         if isinstance(node, ast.Name):
@@ -159,8 +167,8 @@ class UnitSystem:
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.Pow):
                 exponent = _fraction(node.right)
-                if exponent is None:
-                    raise UnitError("unit exponents must be numbers, e.g. `m**2`")
+                if exponent is None or abs(exponent) > MAX_EXPONENT:
+                    raise UnitError(f"unit exponents must be numbers of at most {MAX_EXPONENT}, e.g. `m**2`")
                 base = self._walk(node.left, allow_numbers)
                 return Unit(base.scale ** float(exponent), base.dim ** exponent)
             left, right = self._walk(node.left, allow_numbers), self._walk(node.right, allow_numbers)
@@ -172,9 +180,17 @@ class UnitSystem:
                         "use `*`, `/`, `**` and `1`")
 
 
+def exact(value) -> Fraction | None:
+    """A literal int or float as an exact fraction; None for one that is not finite (`1e400` parses as
+    inf, which Fraction refuses)."""
+    if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
+        return None
+    return Fraction(repr(value)) if type(value) is float else Fraction(value)
+
+
 def _fraction(node: ast.AST) -> Fraction | None:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return Fraction(repr(node.value))
+        return exact(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         inner = _fraction(node.operand)
         return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)

@@ -66,7 +66,16 @@ class _Loader(_Base):
         if node in self.constructed_objects or node in self.recursive_objects:
             raise YamlError("anchors and aliases are not allowed in catalog files",
                             node.start_mark.line + 1, node.start_mark.column + 1)
-        return super().construct_object(node, deep=True)
+        try:
+            return super().construct_object(node, deep=True)
+        except (YamlError, yaml.YAMLError, RecursionError, MemoryError):
+            raise
+        except Exception as exc:
+            # The safe constructors of tagged scalars (`!!timestamp nope`, `!!int 0x`, `!!binary %`) fail
+            # with the errors of the parsers they call, not a YAMLError: each is a problem of this node.
+            raise YamlError(f"YAML syntax: cannot read {node.tag} value {str(node.value)[:40]!r} "
+                            f"({type(exc).__name__})", node.start_mark.line + 1,
+                            node.start_mark.column + 1) from None
 
 
 def _construct_mapping(loader: _Loader, node):
@@ -100,8 +109,35 @@ _Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 _Loader.add_constructor("tag:yaml.org,2002:seq", _construct_sequence)
 
 
+# Deeper nesting is refused before composing: libyaml's composer recurses in C, and a flow collection
+# nested some 20,000 deep (two bytes a level) crashes the interpreter instead of raising RecursionError.
+MAX_DEPTH = 500
+
+
+def _check_depth(text: str) -> None:
+    """YamlError when collections nest deeper than MAX_DEPTH. Only a text with more flow openings than that
+    can nest deep enough to matter (block nesting needs a level of indentation more per level: the size
+    limits of gpustack_compiler/limits.py keep it to about 2,000), so only such a text pays for walking the
+    parser's events, which keep their stack on the heap."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_Base):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise YamlError(f"YAML nesting deeper than {MAX_DEPTH} levels", event.start_mark.line + 1,
+                                    event.start_mark.column + 1)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # a syntax error: the loader reports it with its line
+
+
 def load(text: str):
     """Parse YAML text; return (data, duplicate keys as (key, line)). Raises YamlError."""
+    _check_depth(text)
     loader = _Loader(text)
     try:
         data = loader.get_single_data()

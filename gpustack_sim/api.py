@@ -101,6 +101,12 @@ class Engine:
 
         return cls(Neo4jSource.from_env(uri, user, password, database))
 
+    def allowing_violations(self, allow: bool = True) -> Engine:
+        """This engine, computing with assigned values outside their variables' assumptions or bounds (the
+        checks list them as violated) instead of refusing them with ViolationError."""
+        self.scenarios.allow_violations = allow
+        return self
+
     # ---- names and scenarios ---------------------------------------------------------------
     def variable(self, name: str) -> VariableRecord:
         """A variable's record; InputError with a suggestion when there is none."""

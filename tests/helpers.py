@@ -223,15 +223,15 @@ class LocalServer:
         if not link.exists():
             link.symlink_to(build.parent, target_is_directory=True)
         self.bolt = free_port()
-        # the server keeps its pid and state files in GPUSTACK_CACHE_DIR: a private one
+        self.data = root / "data"  # which keeps the server's pid and state files
         with env_vars(GPUSTACK_CACHE_DIR=str(self.cache), GPUSTACK_NEO4J_JVM_OPTS=TEST_JVM_OPTS):
-            self.status = srv.start(bolt_port=self.bolt, http_port=free_port() if http else None, data_dir=root / "data",
+            self.status = srv.start(bolt_port=self.bolt, http_port=free_port() if http else None, data_dir=self.data,
                                     **start_args)
         self.uri = self.status["bolt_uri"]
 
     def stop(self) -> None:
         with env_vars(GPUSTACK_CACHE_DIR=str(self.cache)):
-            self.srv.stop(timeout=20)
+            self.srv.stop(timeout=20, data_dir=self.data)
 
 
 def catalog_under_test() -> Path:

@@ -103,8 +103,17 @@ def test_cli_resolve_and_violation_exit_code(gpustack_cli, real_build: Path) -> 
     assert json.loads(ok.stdout)["value"] == pytest.approx(3.000078e-06, rel=1e-9)
     text = gpustack_cli(*base, "resolve", "econ.cost.per_token", "--preset", FIXTURE)
     assert text.stdout.splitlines()[0] == "econ.cost.per_token = 3.000078e-06 USD/token"
+    # an assigned value outside its catalog bounds is refused (exit 1) ...
     bad = gpustack_cli(*base, "resolve", "training.t_step", "--preset", FIXTURE, "--assign",
-                       "training.overhead_fraction=1.5", "--fail-on-violated-constraints")
+                       "training.overhead_fraction=1.5")
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.startswith("Error: --assign: `training.overhead_fraction` = 1.5: 1.5 outside [0.0, 0.99]")
+    # ... unless allowed, when it is listed as violated, and exit 1 only when asked
+    allowed = gpustack_cli(*base, "resolve", "training.t_step", "--preset", FIXTURE, "--assign",
+                           "training.overhead_fraction=1.5", "--allow-violations")
+    assert allowed.returncode == 0 and "violated" in allowed.stdout
+    bad = gpustack_cli(*base, "resolve", "training.t_step", "--preset", FIXTURE, "--assign",
+                       "training.overhead_fraction=1.5", "--allow-violations", "--fail-on-violated-constraints")
     assert bad.returncode == 1 and "violated" in bad.stdout
     unknown = gpustack_cli(*base, "resolve", "econ.cost.per_tokn")
     assert unknown.returncode == 2 and "did you mean econ.cost.per_token" in unknown.stderr

@@ -12,8 +12,12 @@ Files under :func:`cache_dir`::
 
     neo4j-launcher/<hash>/    launcher source + target/classes + lib/*.jar (the build)
     neo4j-launcher/build-<hash>.log   Maven output
-    neo4j-data/               Neo4j home of the default server (data/, logs/, run/)
-    neo4j.pid, neo4j.state.json, neo4j.log (launcher stdout/stderr)
+    neo4j-data/               the default data directory
+
+Each data directory (Neo4j home: data/, logs/, run/) owns its server and keeps its state beside it:
+``neo4j.pid``, ``neo4j.state.json``, ``neo4j.log`` (launcher stdout/stderr) and ``neo4j.lock``. So
+servers on other data directories and ports run side by side, and `stop` stops the one of the data
+directory it is given, never another.
 
 Environment: ``GPUSTACK_CACHE_DIR``, ``GPUSTACK_NEO4J_PASSWORD`` (password when auth is on),
 ``GPUSTACK_NEO4J_HEAP`` (default ``1g``), ``GPUSTACK_NEO4J_PAGECACHE`` (default ``256m``),
@@ -114,23 +118,29 @@ def default_data_dir() -> Path:
     return cache_dir() / "neo4j-data"
 
 
-def _pid_file() -> Path:
-    return cache_dir() / "neo4j.pid"
+def _data_dir(data_dir: str | os.PathLike | None) -> Path:
+    return Path(data_dir).expanduser().resolve() if data_dir else default_data_dir().resolve()
 
 
-def _state_file() -> Path:
-    return cache_dir() / "neo4j.state.json"
+def _pid_file(data: Path) -> Path:
+    return data / "neo4j.pid"
 
 
-def _log_file() -> Path:
-    return cache_dir() / "neo4j.log"
+def _state_file(data: Path) -> Path:
+    return data / "neo4j.state.json"
+
+
+def _log_file(data: Path) -> Path:
+    return data / "neo4j.log"
 
 
 @contextlib.contextmanager
-def _locked(name: str) -> Iterator[None]:
-    """Inter-process lock (several test processes may start/build at once)."""
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with open(cache_dir() / name, "a+") as fh:
+def _locked(name: str, directory: Path | None = None) -> Iterator[None]:
+    """Inter-process lock (several test processes may start/build at once), in `directory` (default the
+    cache: the launcher build is shared; a server's lock is in its data directory)."""
+    directory = directory or cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / name, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -289,13 +299,11 @@ def ensure_built() -> Path:
 
 
 def _prune_old_builds(root: Path, keep: Path) -> None:
-    """Delete builds of older launcher sources (~140 MB each), except one a running server uses."""
-    try:
-        in_use = json.loads(_state_file().read_text()).get("build_dir")
-    except (OSError, ValueError):
-        in_use = None
+    """Delete builds of older launcher sources (~140 MB each), except those a running server uses (servers
+    of any data directory: their command lines name their build's folder, perhaps through a linked cache)."""
+    in_use = _launcher_command_lines()
     for entry in root.iterdir():
-        if entry == keep or str(entry) == in_use:
+        if entry == keep or any(f"/{entry.name}/".encode() in cmd for cmd in in_use):
             continue
         if entry.is_dir() and re.fullmatch(r"[0-9a-f]{16}", entry.name):
             shutil.rmtree(entry, ignore_errors=True)
@@ -340,6 +348,18 @@ def _is_launcher(pid: int) -> bool:
         return False
 
 
+def _launcher_command_lines() -> list[bytes]:
+    """The command lines of every running launcher of this user."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                cmd = (entry / "cmdline").read_bytes()
+                if _MAIN_CLASS.encode() in cmd:
+                    found.append(cmd)
+    return found
+
+
 def _rss_bytes(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/status") as fh:
@@ -371,26 +391,26 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _read_state() -> dict | None:
-    """The recorded server if its process is alive and is our launcher; clears stale files."""
+def _read_state(data: Path) -> dict | None:
+    """The server of data directory `data` if its process is alive and is our launcher; clears stale files."""
     try:
-        pid = int(_pid_file().read_text().strip())
+        pid = int(_pid_file(data).read_text().strip())
     except (OSError, ValueError):
         pid = None
     if pid is None or not _alive(pid) or not _is_launcher(pid):
         if pid is not None:
-            _clear_files()
+            _clear_files(data)
         return None
     try:
-        state = json.loads(_state_file().read_text())
+        state = json.loads(_state_file(data).read_text())
     except (OSError, ValueError):
         state = {}
     state["pid"] = pid
     return state
 
 
-def _clear_files() -> None:
-    for f in (_pid_file(), _state_file()):
+def _clear_files(data: Path) -> None:
+    for f in (_pid_file(data), _state_file(data)):
         with contextlib.suppress(FileNotFoundError):
             f.unlink()
 
@@ -415,7 +435,7 @@ def _status_from(state: dict, **extra: Any) -> dict:
         **_uris(state.get("bolt_port", DEFAULT_BOLT_PORT), state.get("http_port"), state.get("auth")),
         "auth": state.get("auth"),
         "data_dir": state.get("data_dir"),
-        "log": state.get("log", str(_log_file())),
+        "log": state.get("log"),
         "neo4j_version": state.get("neo4j_version", NEO4J_VERSION),
         "rss_bytes": rss,
         "rss_mb": round(rss / 2**20, 1) if rss is not None else None,
@@ -513,39 +533,37 @@ def start(
         password = os.environ.get(PASSWORD_ENV) or None
     if auth and password is not None and len(password) < MIN_PASSWORD_LENGTH:
         raise Neo4jServerError(f"Neo4j passwords need at least {MIN_PASSWORD_LENGTH} characters")
-    data = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir().resolve()
+    data = _data_dir(data_dir)
     heap = heap or os.environ.get("GPUSTACK_NEO4J_HEAP") or "1g"
     pagecache = pagecache or os.environ.get("GPUSTACK_NEO4J_PAGECACHE") or "256m"
 
     build = ensure_built()  # outside the start lock: may take minutes on first use
-    with _locked("neo4j.lock"):
-        state = _read_state()
+    with _locked("neo4j.lock", data):
+        state = _read_state(data)
         if state is not None:
             same = (
                 state.get("bolt_port") == bolt_port
                 and state.get("http_port") == http_port
                 and state.get("auth") == auth
-                and (data_dir is None or state.get("data_dir") == str(data))
             )
             if not same:
                 raise Neo4jServerError(
-                    f"Neo4j is already running (pid {state['pid']}, bolt port {state.get('bolt_port')}, "
-                    f"http port {state.get('http_port')}, auth {'on' if state.get('auth') else 'off'}, "
-                    f"data {state.get('data_dir')}); stop it first"
+                    f"Neo4j is already running on data directory {data} (pid {state['pid']}, bolt port "
+                    f"{state.get('bolt_port')}, http port {state.get('http_port')}, auth "
+                    f"{'on' if state.get('auth') else 'off'}); stop it first, or start another with --data-dir"
                 )
             if _port_open(bolt_port):
                 return _status_from(state, started_seconds=0.0, already_running=True)
             # Alive but Bolt is closed: a half-started or hung server. Replace it.
             _terminate(state["pid"], timeout=30)
-            _clear_files()
+            _clear_files(data)
 
         for port in (bolt_port, http_port):
             if port is not None and not _port_free(port):
                 raise Neo4jServerError(f"port {port} on {HOST} is already in use by another process")
 
         java, _major = _find_java()
-        data.mkdir(parents=True, exist_ok=True)
-        log = _log_file()
+        log = _log_file(data)
         if log.exists():
             os.replace(log, log.with_name(log.name + ".1"))
         cmd = [
@@ -595,8 +613,8 @@ def start(
             "build_dir": str(build),
             "started_at": time.time(),
         }
-        _state_file().write_text(json.dumps(state, indent=1))
-        _pid_file().write_text(f"{proc.pid}\n")
+        _state_file(data).write_text(json.dumps(state, indent=1))
+        _pid_file(data).write_text(f"{proc.pid}\n")
 
         deadline = t0 + wait_seconds
         while True:
@@ -604,7 +622,7 @@ def start(
             if proc.poll() is not None or failed:
                 with contextlib.suppress(Neo4jServerError):
                     _terminate(proc.pid, timeout=10)
-                _clear_files()
+                _clear_files(data)
                 reason = _failure_reason(log, failed)
                 raise Neo4jServerError(f"Neo4j failed to start (exit {proc.poll()}): {reason} (log: {log})")
             if ready and _port_open(bolt_port):
@@ -612,7 +630,7 @@ def start(
             if time.monotonic() > deadline:
                 with contextlib.suppress(Neo4jServerError):
                     _terminate(proc.pid, timeout=10)
-                _clear_files()
+                _clear_files(data)
                 raise Neo4jServerError(f"Neo4j was not ready within {wait_seconds:g} s; log: {log}")
             time.sleep(0.2)
         return _status_from(state, started_seconds=round(time.monotonic() - t0, 2), already_running=False)
@@ -628,28 +646,35 @@ def _mib(size: str) -> int:
     return max(1, int(n * factor))
 
 
-def stop(timeout: float = 30) -> dict:
-    """Stop the server: SIGTERM, wait up to timeout seconds, then SIGKILL. Idempotent.
+def stop(timeout: float = 30, data_dir: str | os.PathLike | None = None) -> dict:
+    """Stop the server of `data_dir` (default: the default data directory): SIGTERM, wait up to timeout
+    seconds, then SIGKILL. Idempotent; servers of other data directories are left alone.
 
-    Returns {stopped: bool (False if it was not running), pid, stop_seconds}.
+    Returns {stopped: bool (False if it was not running), pid, stop_seconds, data_dir}.
     """
     t0 = time.monotonic()
-    with _locked("neo4j.lock"):
-        state = _read_state()
+    data = _data_dir(data_dir)
+    if not data.is_dir():
+        return {"stopped": False, "pid": None, "stop_seconds": 0.0, "data_dir": str(data)}
+    with _locked("neo4j.lock", data):
+        state = _read_state(data)
         if state is None:
-            _clear_files()
-            return {"stopped": False, "pid": None, "stop_seconds": 0.0}
+            _clear_files(data)
+            return {"stopped": False, "pid": None, "stop_seconds": 0.0, "data_dir": str(data)}
         _terminate(state["pid"], timeout=timeout)
-        _clear_files()
-        return {"stopped": True, "pid": state["pid"], "stop_seconds": round(time.monotonic() - t0, 2)}
+        _clear_files(data)
+        return {"stopped": True, "pid": state["pid"], "stop_seconds": round(time.monotonic() - t0, 2),
+                "data_dir": str(data)}
 
 
-def status() -> dict:
-    """{running, pid, bolt_uri, http_url, browser_url, auth, data_dir, log, neo4j_version, rss_bytes, rss_mb}.
+def status(data_dir: str | os.PathLike | None = None) -> dict:
+    """{running, pid, bolt_uri, http_url, browser_url, auth, data_dir, log, neo4j_version, rss_bytes, rss_mb}
+    of the server of `data_dir` (default: the default data directory).
 
     When not running, pid/rss are None and the URIs are the defaults.
     """
-    state = _read_state()
+    data = _data_dir(data_dir)
+    state = _read_state(data) if data.is_dir() else None
     if state is not None:
         return _status_from(state, bolt_open=_port_open(state.get("bolt_port", DEFAULT_BOLT_PORT)))
     return {
@@ -657,8 +682,8 @@ def status() -> dict:
         "pid": None,
         **_uris(DEFAULT_BOLT_PORT, DEFAULT_HTTP_PORT),
         "auth": None,
-        "data_dir": str(default_data_dir()),
-        "log": str(_log_file()),
+        "data_dir": str(data),
+        "log": str(_log_file(data)),
         "neo4j_version": NEO4J_VERSION,
         "rss_bytes": None,
         "rss_mb": None,

@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.limits import MAX_CSV_BYTES, read_text
 
 from ..engine.facts import MeasuredRuns
 from ..engine.observation import Component, Decision, Loaded
@@ -87,10 +88,8 @@ def observation_row(item: Loaded, scenarios: ScenarioBuilder, runs: MeasuredRuns
 def read_rows(path: Path, runs: MeasuredRuns, presets: set[str]) -> list[Row]:
     """Rows of a CSV with the calibration columns plus a measured figure; errors name the row. `presets`:
     the catalog's preset names, which a hardware or precision cell may give instead of a key."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    # utf-8-sig: a spreadsheet's byte-order mark would otherwise become part of the first column's name
+    lines = read_text(path, MAX_CSV_BYTES, "CSV file", encoding="utf-8-sig").splitlines()
     body = [(n + 1, line) for n, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
     if not body:
         raise InputError(f"{path}: no header and no rows")
@@ -103,6 +102,9 @@ def read_rows(path: Path, runs: MeasuredRuns, presets: set[str]) -> list[Row]:
     for i, record in enumerate(reader):
         line = body[i + 1][0]
         where = f"{path}:{line} (row {i + 1})"
+        if None in record or None in record.values():  # a short row has None cells, a long one a None key
+            cells = len(next(csv.reader([body[i + 1][1]])))
+            raise InputError(f"{where}: {cells} cells, the header has {len(header)}")
         try:
             rows.append(_row(f"{path.stem}:{i + 1}", path.stem, f"{path}:{line}", record, where, runs, presets))
         except (ValueError, KeyError) as exc:

@@ -11,11 +11,13 @@ variables left symbolic, compiled with lambdify, and evaluated on the whole grid
 from __future__ import annotations
 
 import itertools
+import math
 import time
 
 import numpy as np
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.limits import MAX_KEPT_LAYOUTS, refuse_over
 
 from ..engine.bindings import FieldBinding, field_value
 from ..engine.facts import Facts
@@ -108,7 +110,9 @@ def grid_columns(axes: dict[str, FieldBinding], grid: dict[str, list], coded, sc
     """Run-file field -> its value at every grid point (base units): the product of the grid's axes, the
     run's own value on the others."""
     on_grid = [k for k in axes if k in grid]
-    lists = [[coded(axes[k], v) for v in read_values(axes[k], grid[k])] for k in on_grid]
+    refuse_over(math.prod(len(grid[k]) for k in on_grid), MAX_KEPT_LAYOUTS, "--grid: layouts on a serving grid "
+                f"({' x '.join(str(len(grid[k])) for k in on_grid)})", "sweep fewer values per axis")
+    lists = [[coded(axes[k], v) for v in read_values(axes[k], grid[k], ServeRunSpec)] for k in on_grid]
     points = list(zip(*itertools.product(*lists))) if on_grid else [()]
     n = len(points[0]) if on_grid else 1
     columns = {axes[k].field: np.array(v, dtype=float) for k, v in zip(on_grid, points)}

@@ -10,12 +10,14 @@ counts of rejections by reason. Memory per worker is bounded by the chunk size, 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.limits import MAX_GRID_LAYOUTS, MAX_KEPT_LAYOUTS, refuse_over
 
 from ..distributed import Backend, chunk_ranges
 from ..engine.bindings import FieldBinding
@@ -126,6 +128,10 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
                 programs=programs, zero=zero, names=names, scale=resolver.variable(target).scale,
                 descending=best == "max", top=top)
     n = plan.size
+    refuse_over(n, MAX_GRID_LAYOUTS, "--grid: layouts on the grid "
+                f"({' x '.join(str(len(v)) for v in grid_values) or '1'})", "sweep fewer values per axis")
+    refuse_over(min(n, top), MAX_KEPT_LAYOUTS, "layouts kept (--top, or every valid one for --plot)",
+                "a smaller grid, or no --plot")
     parts = (backend or Backend()).map(_chunk, plan, chunk_ranges(n, CHUNK), progress)
 
     counts = np.sum([p.rejected for p in parts], axis=0, dtype=np.int64)
@@ -181,7 +187,7 @@ class Plan:
 
     @property
     def size(self) -> int:
-        return int(np.prod([len(v) for v in self.grid_values], dtype=np.int64))
+        return math.prod(len(v) for v in self.grid_values)  # Python ints: a huge grid must not wrap around
 
     def columns(self, index: np.ndarray) -> dict[str, np.ndarray | float]:
         """Each axis field at the flat grid indices: a column on the grid, a number off it."""
@@ -269,9 +275,9 @@ def _at(column, j: int) -> float:
     return column[j] if isinstance(column, np.ndarray) else column
 
 
-def read_values(b: FieldBinding, values: list) -> list:
+def read_values(b: FieldBinding, values: list, run_model: type = RunSpec) -> list:
     try:
-        return [b.parse(v) for v in values]
+        return [b.parse(v, run_model) for v in values]
     except ValueError as exc:
         raise InputError(f"--grid {b.sweep}: {exc}") from None
 

@@ -20,6 +20,7 @@ import numpy as np
 import sympy
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.limits import MAX_SAMPLES, refuse_over
 from gpustack_compiler.kinds.distributions import DISTRIBUTIONS, Family, RandomValue
 
 from ..distributed import Backend, chunk_ranges, chunk_seed
@@ -184,6 +185,7 @@ class Sampler:
 
     def run(self, n: int, backend: Backend | None = None, progress=None) -> dict[str, np.ndarray]:
         """Every target's `n` values in base units, in sample order whatever the backend."""
+        refuse_over(n, MAX_SAMPLES, "--samples", "every target keeps all its samples for exact percentiles")
         chunks = [(k, stop - start) for k, (start, stop) in enumerate(chunk_ranges(n, SAMPLE_CHUNK))]
         parts = (backend or Backend()).map(_sample_chunk, self, chunks, progress)
         return {t: np.concatenate([p[t] for p in parts]) for t in self.targets}

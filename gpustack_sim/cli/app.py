@@ -30,6 +30,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
 
 JsonOpt = typer.Option(False, "--json", help="Print JSON alone on stdout.")
 Neo4jOpt = typer.Option(False, "--neo4j", help="Answer from Neo4j (NEO4J_URI etc.) instead of the manifest.")
+AllowViolationsOpt = typer.Option(False, "--allow-violations", help="Compute with assigned values outside their "
+                                  "variables' catalog assumptions or bounds (listed as violated) instead of exit 1.")
 
 
 @dataclass
@@ -74,16 +76,16 @@ def err(text: str) -> None:
     sys.stderr.write(text + "\n")
 
 
-def engine(ctx: typer.Context, use_neo4j: bool = False) -> Engine:
+def engine(ctx: typer.Context, use_neo4j: bool = False, allow_violations: bool = False) -> Engine:
     """The engine over the compiled catalog, or over the graph in Neo4j alone (no catalog read)."""
     from ..api import Engine
 
     if use_neo4j:
-        return Engine.from_neo4j()
+        return Engine.from_neo4j().allowing_violations(allow_violations)
     s = settings(ctx)
     eng = Engine.open(s.catalog, s.build)
     ctx.call_on_close(eng.keep_parsed)
-    return eng
+    return eng.allowing_violations(allow_violations)
 
 
 def source(ctx: typer.Context, use_neo4j: bool) -> GraphSource:

@@ -8,7 +8,7 @@ import typer
 
 from gpustack_compiler.atomic import write_text
 
-from .app import JsonOpt, app, engine, out, pairs, settings
+from .app import AllowViolationsOpt, JsonOpt, app, engine, out, pairs, settings
 
 
 @app.command("calibrate")
@@ -82,9 +82,9 @@ def validate_cmd(ctx: typer.Context,
                  seed: int = typer.Option(0, "--seed"),
                  plot: Path = typer.Option(None, "--plot", help="Write predicted against measured, with "
                                            "intervals, to this PNG file."),
-                 as_json: bool = JsonOpt) -> None:
+                 allow_violations: bool = AllowViolationsOpt, as_json: bool = JsonOpt) -> None:
     """Predict held-out measurements with the calibrated model and score them per panel."""
-    result = engine(ctx).validate(list(sources or []), presets=preset,
+    result = engine(ctx, allow_violations=allow_violations).validate(list(sources or []), presets=preset,
                                   assign=pairs(assign, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'"),
                                   samples=samples, seed=seed)
     if plot is not None:

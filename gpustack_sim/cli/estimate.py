@@ -10,7 +10,7 @@ import typer
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.suggest import did_you_mean
 
-from .app import JsonOpt, Neo4jOpt, app, engine, out, pairs
+from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, out, pairs
 from .render import fmt, trace_lines
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -41,6 +41,7 @@ def estimate_cmd(ctx: typer.Context,
                  plot: Path = typer.Option(None, "--plot", help="Write a PNG: the step-time waterfall and the "
                                            "cost-per-token breakdown, with intervals."),
                  workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
+                 allow_violations: bool = AllowViolationsOpt,
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Step time, throughput, utilization, memory fit, energy and cost of a training run, or TTFT, TPOT,
     largest batch, tokens/s per GPU, energy and cost per million tokens of a serving run, with intervals."""
@@ -50,7 +51,7 @@ def estimate_cmd(ctx: typer.Context,
     if plot is not None and isinstance(run, ServeRunSpec):
         raise InputError("--plot draws a training run's step-time and cost breakdowns; a serving run has none",
                          "use --trace LABEL to see what a serving figure is made of")
-    eng = engine(ctx, neo4j)
+    eng = engine(ctx, neo4j, allow_violations)
     with chunked("samples", workers, scheduler) as (client, _):
         est = eng.estimate(run, samples, seed, sample, client)
     data = est.to_dict()

@@ -20,6 +20,10 @@ neo4j_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_excep
 
 app.add_typer(neo4j_app, name="neo4j")
 
+# Each data directory owns its server (its state files are kept in it): start, status and stop name it.
+DataDirOpt = typer.Option(None, "--data-dir", help="Neo4j home, which owns its server and keeps its state "
+                          "(default: neo4j-data in the user cache).")
+
 
 def _server():
     from gpustack_compiler.neo4j import server
@@ -45,7 +49,7 @@ def start(bolt_port: int = typer.Option(7687, "--bolt-port", min=1, max=65535, h
                                         help="HTTP/Browser port on 127.0.0.1 (0: no HTTP)."),
           auth: bool = typer.Option(False, "--auth/--no-auth",
                                     help="Require a password (user neo4j; $GPUSTACK_NEO4J_PASSWORD)."),
-          data_dir: Path = typer.Option(None, "--data-dir", help="Neo4j home (default: the user cache)."),
+          data_dir: Path = DataDirOpt,
           wait: float = typer.Option(120, "--wait", min=1, help="Seconds to wait until it is ready."),
           as_json: bool = JsonOpt) -> None:
     """Start the local Neo4j (built with Maven on first use) and wait until Bolt answers."""
@@ -62,23 +66,23 @@ def start(bolt_port: int = typer.Option(7687, "--bolt-port", min=1, max=65535, h
 
 @neo4j_app.command()
 def stop(timeout: float = typer.Option(30, "--timeout", min=1, help="Seconds before SIGKILL."),
-         as_json: bool = JsonOpt) -> None:
-    """Stop the local Neo4j (idempotent)."""
+         data_dir: Path = DataDirOpt, as_json: bool = JsonOpt) -> None:
+    """Stop the local Neo4j of a data directory (idempotent); servers of other data directories keep running."""
     server = _server()
     try:
-        st = server.stop(timeout=timeout)
+        st = server.stop(timeout=timeout, data_dir=data_dir)
     except server.Neo4jServerError as exc:
         raise InfrastructureError(str(exc)) from None
     out(st, f"stopped Neo4j (pid {st['pid']}) in {st['stop_seconds']} s" if st["stopped"]
-         else "Neo4j was not running", as_json)
+         else f"Neo4j was not running (data {st['data_dir']})", as_json)
 
 
 @neo4j_app.command()
-def status(as_json: bool = JsonOpt) -> None:
-    """Whether the local Neo4j runs, its URIs, data directory and memory; exit 3 when it does not run."""
+def status(data_dir: Path = DataDirOpt, as_json: bool = JsonOpt) -> None:
+    """Whether the local Neo4j of a data directory runs, its URIs and memory; exit 3 when it does not run."""
     server = _server()
     try:
-        st = server.status()
+        st = server.status(data_dir=data_dir)
     except server.Neo4jServerError as exc:
         raise InfrastructureError(str(exc)) from None
     out(st, _describe(st), as_json)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .app import JsonOpt, Neo4jOpt, app, engine, err, out, pairs
+from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out, pairs
 from .render import fmt, trace_lines
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -30,9 +30,10 @@ def resolve(ctx: typer.Context, target: str,
             samples: int = typer.Option(10000, "--samples", help="Monte Carlo sample count."),
             seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
             workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
+            allow_violations: bool = AllowViolationsOpt,
             as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Resolve TARGET from presets and assignments, with trace, missing roots and checks."""
-    eng = engine(ctx, neo4j)
+    eng = engine(ctx, neo4j, allow_violations)
     eng.variable(target)
     scenario = eng.scenario(preset, pairs(assign, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'"),
                             pairs(variant, "--variant", "NAME=KEY, e.g. training.flops_per_step=dense"), mode)

@@ -9,7 +9,7 @@ import typer
 
 from gpustack_compiler.errors import InputError
 
-from .app import JsonOpt, app, engine, out
+from .app import AllowViolationsOpt, JsonOpt, app, engine, out
 from .render import fmt
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -28,7 +28,7 @@ def simulate_cmd(ctx: typer.Context,
                  sites_file: Path = typer.Option(None, "--sites", help="Sites file (schemas/sites.schema.json)."),
                  workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
                  explain: bool = typer.Option(False, "--explain", help="Name every catalog parameter used."),
-                 as_json: bool = JsonOpt,
+                 allow_violations: bool = AllowViolationsOpt, as_json: bool = JsonOpt,
                  out_dir: Path = typer.Option(None, "--out", help="Write result.json, events.parquet, power.parquet "
                                               "and timeline.png here."),
                  power_resolution: float = typer.Option(None, "--power-resolution", help="Bin width in seconds of "
@@ -44,7 +44,7 @@ def simulate_cmd(ctx: typer.Context,
     if power_resolution is not None and not power_resolution > 0:
         raise InputError(f"--power-resolution: {power_resolution!r} s is not positive")
     run = load_training_run(run_file)
-    eng = engine(ctx)
+    eng = engine(ctx, allow_violations=allow_violations)
     params, traces = eng.job_parameters(run)
     with chunked("replications", workers, scheduler) as (client, tick):
         result = eng.simulate(run, sites=sites_file, policy=policy, seed=seed, replications=replications, days=days,

@@ -8,7 +8,7 @@ import typer
 
 from gpustack_compiler.errors import InputError
 
-from .app import JsonOpt, Neo4jOpt, app, engine, out
+from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, out
 from .estimate import AssignOpt, ModeOpt, PresetOpt, VariantOpt, run_with_extras
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -29,6 +29,7 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
                                         "against memory per GPU, the best marked."),
               preset: list[str] = PresetOpt, assign: list[str] = AssignOpt, variant: list[str] = VariantOpt,
               mode: list[str] = ModeOpt, workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
+              allow_violations: bool = AllowViolationsOpt,
               as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Evaluate every layout on a grid (training or serving); rank the valid ones, count the invalid ones by reason."""
     from ..analyses.sweep import parse_grid
@@ -41,7 +42,7 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
     serving = isinstance(run, ServeRunSpec)
     if serving and plot is not None:
         raise InputError("--plot draws a training sweep (objective against memory per GPU); not for a serving run")
-    eng = engine(ctx, neo4j)
+    eng = engine(ctx, neo4j, allow_violations)
     # A plot shows every valid layout; the text still lists the best --top.
     with chunked("layouts", workers, scheduler) as (client, tick):
         result = eng.sweep(run, parse_grid(grid), objective, top if plot is None else 10**9, client, tick)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.limits import MAX_SIMULATED_DAYS, refuse_over
 
 from ..distributed import Backend, chunk_ranges
 from ..distributed.chunks import Progress
@@ -45,6 +46,11 @@ def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str |
         raise InputError("simulate: give days or to_budget")
     if days is not None and not days > 0:
         raise InputError(f"days: {days!r} is not positive")
+    # Every simulated day adds events to the log: the horizon is bounded, whichever way it is given.
+    horizon_days = days if days is not None else (
+        params.token_budget / params.tokens_per_step * params.step_time_s / SECONDS_PER_DAY)
+    refuse_over(horizon_days, MAX_SIMULATED_DAYS, "days of wallclock to simulate" if days is not None else
+                "days of wallclock to simulate to the token budget (without failures)")
     chosen = policy if not isinstance(policy, str) else make_policy(
         policy, params.checkpoint_blocking_s, params.job_mtbf_s,
         interval_s if interval_s is not None else params.checkpoint_interval_s)

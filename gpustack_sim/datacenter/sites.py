@@ -22,7 +22,7 @@ Quantity = str | float
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class SignalSpec(_Strict):

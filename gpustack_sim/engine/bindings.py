@@ -9,10 +9,14 @@ numbers carry units.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import dataclass
 
-from pydantic import BaseModel
+from typing import Annotated
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 from gpustack_compiler.errors import CatalogError
 from gpustack_compiler.models import Quantity
@@ -24,16 +28,39 @@ ABSENT = object()  # a field inside an optional section the run does not give (m
 TRUE_WORDS, FALSE_WORDS = ("true", "yes", "1"), ("false", "no", "0")
 
 
-def check_field(path: str, file: str, line: int, run_model: type[BaseModel] = RunSpec) -> None:
-    """CatalogError at the binding's file and line unless `path` is a field of the run file `run_model`."""
+def run_field(path: str, run_model: type[BaseModel] = RunSpec) -> FieldInfo | None:
+    """The run-file model's declaration of a dotted field, or None when there is no such field."""
     model: type[BaseModel] | None = run_model
+    field = None
     for part in path.split("."):
         field = model.model_fields.get(part) if model is not None else None
         if field is None:
-            raise CatalogError(f"{file}:{line}: `{path}` is not a field of "
-                               f"{run_model.__doc__.strip().rstrip('.').lower()}")
+            return None
         model = next((t for t in (field.annotation, *typing.get_args(field.annotation))
                       if isinstance(t, type) and issubclass(t, BaseModel)), None)
+    return field
+
+
+def check_field(path: str, file: str, line: int, run_model: type[BaseModel] = RunSpec) -> None:
+    """CatalogError at the binding's file and line unless `path` is a field of the run file `run_model`."""
+    if run_field(path, run_model) is None:
+        raise CatalogError(f"{file}:{line}: `{path}` is not a field of "
+                           f"{run_model.__doc__.strip().rstrip('.').lower()}")
+
+
+@functools.cache
+def _field_adapter(path: str, run_model: type[BaseModel]) -> TypeAdapter:
+    field = run_field(path, run_model)
+    return TypeAdapter(Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation)
+
+
+def as_run_field(path: str, raw, run_model: type[BaseModel] = RunSpec):
+    """`raw` read as the run file's field `path` would be, with its type and bounds (a grid or CSV value
+    the run file itself could not hold, `tp=-1`, `tp=1.5`, `sequence_parallel=maybe`, is a ValueError)."""
+    try:
+        return _field_adapter(path, run_model).validate_python(raw)
+    except ValidationError as exc:
+        raise ValueError(f"{raw!r}: {exc.errors(include_url=False)[0]['msg']}") from None
 
 
 def field_value(run: RunSpec, path: str):
@@ -81,8 +108,9 @@ class FieldBinding:
             return Quantity(value=value, units=self.units)
         return value
 
-    def parse(self, raw):
-        """A field value from a grid entry (text, or already a value); ValueError when it cannot be read."""
+    def parse(self, raw, run_model: type[BaseModel] = RunSpec):
+        """A field value from a grid entry (text, or already a value); ValueError when it cannot be read or
+        is outside what the run file (`run_model`) allows for the field."""
         if self.read == "boolean":
             return read_boolean(raw)
         if self.read == "enumeration":
@@ -91,11 +119,7 @@ class FieldBinding:
             return str(raw)
         if self.read == "quantity" or not isinstance(raw, str):
             return raw
-        try:
-            number = float(raw)
-        except ValueError:
-            raise ValueError(f"{raw!r} is not a number") from None
-        return int(number) if number.is_integer() else number
+        return as_run_field(self.field, raw, run_model)
 
 
 @dataclass(frozen=True)
@@ -169,4 +193,4 @@ class RunFields:
         its own assignments, variant selections and modes."""
         assignments, modes = self.bind(run)
         return scenarios.build(run.presets_in_order(), {**assignments, **run.assign}, run.variants,
-                               [*modes, *run.modes])
+                               [*modes, *run.modes], origin=f"run {run.name}")

@@ -28,7 +28,7 @@ LOCK_FORMAT = 1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 class Uncertainty(_Strict):

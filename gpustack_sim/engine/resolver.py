@@ -20,6 +20,7 @@ from gpustack_compiler.source import GraphSource
 from gpustack_compiler.symbolic import symbol_for
 from gpustack_compiler.units import UnitSystem
 
+from .domain import domain_checks
 from .scenario import Scenario
 
 
@@ -362,24 +363,8 @@ class _Run:
 
     # ---- checks ------------------------------------------------------------------------------
     def check_domain(self, name: str, value) -> None:
-        if not isinstance(value, float):
-            return
-        meta = self.var_meta(name)
-        shown = value / meta.scale
-        for a in meta.assumptions:
-            ok = {"positive": value > 0, "nonnegative": value >= 0, "negative": value < 0,
-                  "nonpositive": value <= 0, "nonzero": value != 0, "real": math.isfinite(value),
-                  "integer": abs(shown - round(shown)) <= 1e-9 * max(1.0, abs(shown))}[a]
-            if not ok:
-                self.checks.append(Check(name, "assumption", "violated", f"{a}, but the value is {shown:g}"))
-        if meta.bounds is None:
-            return
-        lo, hi = meta.bounds.min, meta.bounds.max
-        units = f" {meta.units}" if meta.units != "1" else ""
-        if (lo is not None and shown < lo) or (hi is not None and shown > hi):
-            self.checks.append(Check(name, "bounds", "violated", f"{shown:g}{units} outside [{lo}, {hi}]"))
-        elif lo is not None or hi is not None:
-            self.checks.append(Check(name, "bounds", "satisfied", f"{shown:g}{units} within [{lo}, {hi}]"))
+        if isinstance(value, float):
+            self.checks.extend(Check(name, *c) for c in domain_checks(self.var_meta(name), value))
 
     def check_constraints(self) -> None:
         touched = set(self.values)

@@ -9,35 +9,39 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.yaml_lines import YamlError, load
+
+# Counts stay exact as floats (the engine computes in floats): a 400-digit `hidden` would overflow them.
+MAX_COUNT = 2**53
+
 
 if TYPE_CHECKING:
     from .serve_run import ServeRunSpec
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 class MoESpec(_Strict):
-    experts: Annotated[int, Field(ge=1, description="Routed experts per MoE layer.")]
-    top_k: Annotated[int, Field(ge=1, description="Experts each token is routed to.")]
-    shared_experts: Annotated[int, Field(ge=0)] = 0
-    expert_ffn_hidden: Annotated[int | None, Field(ge=1)] = None
-    dense_layers: Annotated[int, Field(ge=0, description="Leading layers with a dense FFN.")] = 0
+    experts: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Routed experts per MoE layer.")]
+    top_k: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Experts each token is routed to.")]
+    shared_experts: Annotated[int, Field(ge=0, le=MAX_COUNT)] = 0
+    expert_ffn_hidden: Annotated[int | None, Field(ge=1, le=MAX_COUNT)] = None
+    dense_layers: Annotated[int, Field(ge=0, le=MAX_COUNT, description="Leading layers with a dense FFN.")] = 0
 
 
 class ModelSpec(_Strict):
-    layers: Annotated[int, Field(ge=1)]
-    hidden: Annotated[int, Field(ge=1)]
-    ffn_hidden: Annotated[int, Field(ge=1)]
-    heads: Annotated[int, Field(ge=1)]
-    kv_heads: Annotated[int | None, Field(ge=1, description="Defaults to heads (multi-head attention).")] = None
-    head_dim: Annotated[int | None, Field(ge=1, description="Defaults to hidden / heads.")] = None
-    vocab: Annotated[int, Field(ge=1)]
-    seq_len: Annotated[int, Field(ge=1, description="Tokens per sequence.")]
+    layers: Annotated[int, Field(ge=1, le=MAX_COUNT)]
+    hidden: Annotated[int, Field(ge=1, le=MAX_COUNT)]
+    ffn_hidden: Annotated[int, Field(ge=1, le=MAX_COUNT)]
+    heads: Annotated[int, Field(ge=1, le=MAX_COUNT)]
+    kv_heads: Annotated[int | None, Field(ge=1, le=MAX_COUNT, description="Defaults to heads (multi-head attention).")] = None
+    head_dim: Annotated[int | None, Field(ge=1, le=MAX_COUNT, description="Defaults to hidden / heads.")] = None
+    vocab: Annotated[int, Field(ge=1, le=MAX_COUNT)]
+    seq_len: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Tokens per sequence.")]
     ffn_matrices: Annotated[Literal[2, 3], Field(description="2 for a plain MLP, 3 for gated (SwiGLU).")] = 2
     norm_vectors: Annotated[Literal[1, 2], Field(description="Vectors per norm: 2 LayerNorm, 1 RMSNorm.")] = 2
     tied_embeddings: bool = False
@@ -50,17 +54,30 @@ class ModelSpec(_Strict):
 
 
 class LayoutSpec(_Strict):
-    tp: Annotated[int, Field(ge=1)] = 1
-    pp: Annotated[int, Field(ge=1)] = 1
-    dp: Annotated[int, Field(ge=1)] = 1
-    cp: Annotated[int, Field(ge=1)] = 1
-    ep: Annotated[int, Field(ge=1)] = 1
-    micro_batch: Annotated[int, Field(ge=1)] = 1
-    global_batch: Annotated[int, Field(ge=1, description="Sequences per optimizer step.")]
-    interleave: Annotated[int, Field(ge=1, description="Virtual pipeline stages per GPU.")] = 1
+    tp: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
+    pp: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
+    dp: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
+    cp: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
+    ep: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
+    micro_batch: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
+    global_batch: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Sequences per optimizer step.")]
+    interleave: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Virtual pipeline stages per GPU.")] = 1
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
+
+    @field_validator("global_batch")
+    @classmethod
+    def _whole_micro_batches(cls, global_batch: int, info: ValidationInfo) -> int:
+        # Each data-parallel rank runs global_batch / (dp x micro_batch) micro-batches per step: a whole number.
+        dp, micro = info.data.get("dp"), info.data.get("micro_batch")
+        if dp is None or micro is None:
+            return global_batch
+        if micro > global_batch:
+            raise ValueError(f"{global_batch} is below micro_batch {micro}")
+        if global_batch % (dp * micro):
+            raise ValueError(f"{global_batch} is not divisible by dp x micro_batch = {dp} x {micro}")
+        return global_batch
 
 
 class KernelSpec(_Strict):
@@ -87,7 +104,7 @@ class RunSpec(_Extendable):
     model: ModelSpec
     layout: LayoutSpec
     kernels: KernelSpec = KernelSpec()
-    gpus: Annotated[int, Field(ge=1)]
+    gpus: Annotated[int, Field(ge=1, le=MAX_COUNT)]
     tokens: Annotated[str, Field(description="Token budget with its unit, e.g. '15e12 token' or '15 Ttoken'.")]
     precision: Annotated[str, Field(description="Precision preset, e.g. precision_bf16_mixed.")] = "precision_bf16_mixed"
     hardware: Annotated[list[str], Field(min_length=1, description="Hardware presets (GPU, node, fabric).")]
@@ -118,9 +135,9 @@ def apply_overrides(data: dict, overrides: list[str]) -> None:
         if not sep or not path:
             raise InputError(f"--set {item!r}: expected FIELD=VALUE, e.g. layout.tp=4")
         try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            raise InputError(f"--set {item!r}: cannot read the value") from None
+            value = load(raw)[0]
+        except YamlError as exc:
+            raise InputError(f"--set {item!r}: cannot read the value ({exc.message})") from None
         try:
             set_field(data, path, value)
         except ValueError as exc:

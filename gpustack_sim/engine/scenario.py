@@ -6,11 +6,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpustack_compiler.models import parse_quantity
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.errors import InputError, ViolationError
 from gpustack_compiler.records import Tables, VariableRecord
 from gpustack_compiler.source import GraphSource
 from gpustack_compiler.suggest import did_you_mean
 from gpustack_compiler.units import UnitError, UnitSystem
+
+from .domain import domain_checks
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,10 @@ class Scenario:
 class ScenarioBuilder:
     """Builds scenarios from the compiled catalog's presets, in coherent base units."""
 
-    def __init__(self, source: GraphSource, tables: Tables, units: UnitSystem):
+    def __init__(self, source: GraphSource, tables: Tables, units: UnitSystem, allow_violations: bool = False):
         self.source = source
+        # When False, an assigned value that violates its variable's assumptions or bounds is refused.
+        self.allow_violations = allow_violations
         self.presets: dict[str, dict] = tables.presets
         self.variant_keys: frozenset[str] = tables.variant_keys
         self.units = units
@@ -111,7 +115,18 @@ class ScenarioBuilder:
                                  did_you_mean(mode, self.variant_keys))
             if mode not in scenario.modes:
                 scenario.modes.append(mode)
+        if not self.allow_violations:
+            self.refuse_violations(scenario)
         return scenario
+
+    def refuse_violations(self, scenario: Scenario) -> None:
+        """ViolationError for the first assigned value outside its variable's assumptions or bounds."""
+        records = self.records(scenario.assignments)
+        for var, assigned in scenario.assignments.items():
+            violated = [d for kind, status, d in domain_checks(records[var], assigned.value) if status == "violated"]
+            if violated:
+                raise ViolationError(f"{assigned.origin}: `{var}` = {assigned.given}: {violated[0]}",
+                                     "pass --allow-violations to compute with it anyway")
 
 
 def _from_manifest(value):

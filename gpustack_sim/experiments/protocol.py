@@ -28,7 +28,7 @@ KEY_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]*$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class Arm(_Strict):
