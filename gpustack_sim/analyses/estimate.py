@@ -22,6 +22,7 @@ from ..engine.facts import Facts, Memory
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.run import RunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
+from .interleave import settle_interleave
 from .uncertainty import (PERCENTILES, STAGE_LIMIT, Distribution, draw_inputs, parse_spec, percentiles,
                           vectorize_resolution)
 
@@ -58,11 +59,15 @@ class Estimate:
     seed: int
     resolutions: dict[str, Resolution]
     memory_target: str  # the figure the memory fit speaks about
+    notes: list[str] = field(default_factory=list)  # choices the estimate made for the run (an unset interleave)
+    warnings: list[str] = field(default_factory=list)  # findings: a layout that does not fit, a violated constraint
+    unresolved: list[str] = field(default_factory=list)  # labels of required figures that did not resolve
 
     def to_dict(self) -> dict:
         return {"run": self.run, "presets": self.presets, "modes": self.modes,
                 "figures": [f.to_dict() for f in self.figures], "memory": self.memory,
-                "uncertain_inputs": self.uncertain, "samples": self.samples, "seed": self.seed}
+                "uncertain_inputs": self.uncertain, "samples": self.samples, "seed": self.seed,
+                "notes": self.notes, "warnings": self.warnings, "unresolved_required": self.unresolved}
 
 
 def fitted_distributions(scenario: Scenario) -> list[Distribution]:
@@ -74,6 +79,7 @@ def fitted_distributions(scenario: Scenario) -> list[Distribution]:
 
 def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: RunSpec, samples: int, seed: int,
              extra: list[str] = ()) -> Estimate:
+    run, chosen = settle_interleave(resolver, scenarios, facts, run)
     scenario = facts.run_fields.scenario(scenarios, run)
     mem = facts.memory
     targets = list(dict.fromkeys([*(t for _, t in facts.figures), *mem.parts, mem.per_gpu, mem.capacity]))
@@ -98,9 +104,33 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: 
             fig.leaves_out = _boundaries(resolver, res, known)
         figures.append(fig)
     memory = _memory(point, resolver, mem)
+    unresolved = [f.label for f in figures if f.target in facts.required_figures and f.value is None]
     return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,
                     samples if uncertain and samples else 0, seed,
-                    {t: r for t, r in point.items() if isinstance(r, Resolution)}, mem.per_gpu)
+                    {t: r for t, r in point.items() if isinstance(r, Resolution)}, mem.per_gpu,
+                    [chosen] if chosen else [], _warnings(point, memory), unresolved)
+
+
+FINDING_KINDS = ("constraint", "bounds", "validity")
+
+
+def _warnings(point: dict, memory: dict) -> list[str]:
+    """Findings about the run itself: a layout that does not fit in memory, and every constraint or bound a
+    resolution found violated (a job larger than its cluster, stages that hold more layers than the model)."""
+    out = []
+    if memory.get("status", "").startswith("does not fit"):
+        used = memory.get("per_gpu", memory.get("per_gpu_without_buffers"))
+        out.append(f"the layout does not fit in memory: {used:.4g} {memory['per_gpu_units']} per GPU against "
+                   f"{memory['capacity']:.4g} {memory['capacity_units']} ({memory['status']})")
+    seen = set()
+    for res in point.values():
+        for check in res.violated if isinstance(res, Resolution) else []:
+            # Assumptions (a latency held at zero where it is declared positive) are the fit's business,
+            # not a finding about the run.
+            if check.kind in FINDING_KINDS and (check.name, check.detail) not in seen:
+                seen.add((check.name, check.detail))
+                out.append(f"{check.kind} violated: {check.name}: {check.detail}")
+    return out
 
 
 def _declared(resolver: Resolver, name: str) -> dict:

@@ -10,7 +10,7 @@ import typer
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.suggest import did_you_mean
 
-from .app import JsonOpt, Neo4jOpt, app, engine, out, pairs
+from .app import EXIT_FINDINGS, JsonOpt, Neo4jOpt, app, engine, err, out, pairs
 from .render import fmt, trace_lines
 
 if TYPE_CHECKING:
@@ -37,8 +37,12 @@ def estimate_cmd(ctx: typer.Context,
                  trace: list[str] = typer.Option([], "--trace", help="Show what a figure is made of (label or name)."),
                  plot: Path = typer.Option(None, "--plot", help="Write a PNG: the step-time waterfall and the "
                                            "cost-per-token breakdown, with intervals."),
+                 strict: bool = typer.Option(False, "--strict", help="Exit 1 on a warning too (a layout that "
+                                             "does not fit in memory, a violated constraint)."),
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
-    """Step time, throughput, utilization, memory fit, energy and cost of a training run, with intervals."""
+    """Step time, throughput, utilization, memory fit, energy and cost of a training run, with intervals.
+    Exit 1 when the step time or throughput does not resolve (what is missing is listed), or with --strict
+    on a warning."""
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
     eng = engine(ctx, neo4j)
     est = eng.estimate(run, samples, seed, sample)
@@ -61,6 +65,14 @@ def estimate_cmd(ctx: typer.Context,
         lines.extend(trace_lines(res) if res else [f"  {fig.error}"])
         data.setdefault("traces", {})[fig.target] = [s.to_dict() for s in res.trace] if res else []
     out(data, "\n".join(lines), as_json)
+    for warning in est.warnings:
+        err(f"warning: {warning}")
+    if est.unresolved:
+        err(f"Error: {', '.join(est.unresolved)} not resolved (see the missing roots above; supply them with "
+            "presets or --assign)")
+        raise typer.Exit(EXIT_FINDINGS)
+    if strict and est.warnings:
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 def run_with_extras(run_file: Path | None, set_: list[str], preset: list[str], assign: list[str],
@@ -72,7 +84,8 @@ def run_with_extras(run_file: Path | None, set_: list[str], preset: list[str], a
 
 
 def estimate_lines(est: Estimate) -> list[str]:
-    lines = [f"estimate for {est.run}", f"  presets: {', '.join(est.presets)}; modes: {', '.join(est.modes)}"]
+    lines = [f"estimate for {est.run}", f"  presets: {', '.join(est.presets)}; modes: {', '.join(est.modes)}",
+             *(f"  {note}" for note in est.notes)]
     width = max(len(f.label) for f in est.figures)
     for f in est.figures:
         if f.error:
