@@ -171,12 +171,19 @@ def _rejections(run: RunSpec, kv: int, c, used: np.ndarray, cap: np.ndarray,
     interleave, sp = c("layout.interleave"), c("layout.sequence_parallel")
     gpus = tp * pp * dp * cp
     micro = run.layout.global_batch / (dp * c("layout.micro_batch"))
+    first, last = run.layout.first_stage_layers, run.layout.last_stage_layers
+    if first is None:
+        per_stage = m.layers / pp
+    else:
+        # Uneven first and last stages: the slowest stage holds the chunks the interleave divides.
+        middle = np.where(pp > 2, (m.layers - first - last) / np.maximum(pp - 2, 1), 0)
+        per_stage = np.maximum(np.maximum(first, last), middle)
     return [
         ("tp*pp*dp*cp differs from the GPU count", (gpus != run.gpus) | (dp < 1) | not_divisible(dp, 1)),
         ("heads not divisible by tp", not_divisible(m.heads, tp)),
         ("kv heads and tp do not divide each other", not_divisible(kv, tp) & not_divisible(tp, kv)),
         ("ffn hidden not divisible by tp", not_divisible(m.ffn_hidden, tp)),
-        ("layers not divisible by pp x interleave", not_divisible(m.layers, pp * interleave)),
+        ("a stage's layers not divisible by interleave", not_divisible(per_stage, interleave)),
         ("interleaving without pipeline parallelism", (interleave > 1) & (pp == 1)),
         ("global batch not divisible by dp x micro batch", not_divisible(micro, 1)),
         ("interleaved schedule needs micro-batches divisible by pp", (interleave > 1) & not_divisible(micro, pp)),

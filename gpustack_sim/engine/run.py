@@ -24,6 +24,9 @@ class MoESpec(_Strict):
     shared_experts: Annotated[int, Field(ge=0)] = 0
     expert_ffn_hidden: Annotated[int | None, Field(ge=1)] = None
     dense_layers: Annotated[int, Field(ge=0, description="Leading layers with a dense FFN.")] = 0
+    capacity_factor: Annotated[float | None, Field(ge=1, description=(
+        "Expert capacity over an even share of the routed tokens, padded when fewer arrive; unset: the "
+        "framework preset's (dropless, 1, in Megatron Core)."))] = None
 
 
 class MLASpec(_Strict):
