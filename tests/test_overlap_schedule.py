@@ -281,3 +281,32 @@ def test_bad_new_run_fields_are_one_line_and_exit_2(sets: list[str], field: str)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0] and "Traceback" not in res.stderr
+
+
+# ---- pipeline schedule as a run-file field ----------------------------------------------------------
+
+def test_dualpipe_bubble_and_memory_follow_deepseek_v3_table_2(real_engine: Engine) -> None:
+    base = ["par.pp=16", "par.pipeline.n_microbatches=32"]
+    bubble = real_engine.value("par.pipeline.bubble_fraction", assign=base,
+                               variants=["par.pipeline.bubble_fraction=bidirectional"])
+    # (PP/2 - 1)(F&B + B - 3W) with F = W = 1, B = 2, F&B = 3: 7 x 2 = 14 units against 3 x 32 of work
+    assert bubble == pytest.approx(14 / 96, rel=1e-12)
+    one_f_one_b = real_engine.value("par.pipeline.bubble_fraction", assign=base + ["par.pp_interleave=1"],
+                                    variants=["par.pipeline.bubble_fraction=interleaved_1f1b"])
+    assert one_f_one_b == pytest.approx(15 / 32) and bubble < one_f_one_b
+    act = real_engine.value("par.pipeline.activation_memory_factor", assign=base,
+                            variants=["par.pipeline.activation_memory_factor=bidirectional"])
+    assert act == pytest.approx(17 / 16)  # PP + 1 micro-batches in flight instead of PP
+
+
+def test_dualpipe_keeps_a_second_parameter_copy(real_engine: Engine) -> None:
+    def resolved(name: str, *sets: str) -> float:
+        run = real_engine.load_run(README_RUN, ["layout.interleave=1", *sets])
+        return real_engine.resolver.resolve(name, real_engine.run_scenario(run)).value
+
+    one = resolved("par.memory.model_states")
+    two = resolved("par.memory.model_states", "layout.pipeline_schedule=dualpipe")
+    params = resolved("par.params.per_gpu")
+    weight_bytes = resolved("precision.bytes_per_param")
+    assert params > 0 and weight_bytes == 2  # BF16 weights of the GPU's tp x pp shard
+    assert two - one == pytest.approx(params * weight_bytes, rel=1e-9)  # declared units: B

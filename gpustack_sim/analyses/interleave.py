@@ -22,18 +22,16 @@ def settle_interleave(resolver: Resolver, scenarios: ScenarioBuilder, facts: Fac
         return run, None
     if lay.pp == 1:
         return _with(run, 1), "interleave 1 (no pipeline parallelism)"
-    per_stage = run.model.layers // lay.pp
-    candidates = list(range(1, max(1, per_stage) + 1))
+    candidates = list(range(1, run.model.layers + 1))
     try:
-        result = sweep(resolver, scenarios, facts, _with(run, 1), {AXIS: candidates}, OBJECTIVE, 1)
+        result = sweep(resolver, scenarios, facts, _with(run, 1), {AXIS: candidates}, OBJECTIVE, len(candidates))
     except InputError as exc:
         return _with(run, 1), f"interleave 1: none could be chosen ({exc.args[0]})"
     if not result.top:
-        return _with(run, 1), (f"interleave 1: no value of 1..{per_stage} is valid "
-                               f"({'; '.join(sorted(result.rejected))})")
+        return _with(run, 1), f"interleave 1: no value is valid ({'; '.join(sorted(result.rejected))})"
     best = result.top[0][AXIS]
-    return _with(run, best), (f"interleave {best} chosen by the model: the valid value of 1..{per_stage} with the "
-                              f"highest throughput ({result.valid} valid)")
+    valid = ", ".join(str(v) for v in sorted(r[AXIS] for r in result.top))
+    return _with(run, best), f"interleave {best} chosen by the model: the highest throughput of the valid values {valid}"
 
 
 def _with(run: RunSpec, interleave: int) -> RunSpec:

@@ -85,6 +85,9 @@ class LayoutSpec(_Strict):
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
+    pipeline_schedule: Annotated[Literal["1f1b", "zb_h1", "zb_h2", "gpipe", "dualpipe"], Field(description=(
+        "1F1B (interleaved when interleave > 1), zero-bubble ZB-H1 or ZB-H2, GPipe, or DeepSeek-V3's "
+        "bidirectional DualPipe (two parameter copies)."))] = "1f1b"
     tp_overlap: Annotated[Literal["none", "comm_gemm"], Field(description=(
         "Tensor-parallel collectives in series with the GEMMs, or decomposed and overlapped with them "
         "(Transformer Engine userbuffers, Megatron tp_comm_overlap)."))] = "none"
