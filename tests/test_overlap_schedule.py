@@ -85,9 +85,9 @@ def test_dp_chunks_are_layers_or_virtual_stages(real_engine: Engine, pp: int, in
 
 def test_cp_all_gather_is_all_exposed_and_ring_only_beyond_the_blocks(real_engine: Engine) -> None:
     base = ["col.cp.t_step=300 ms", "col.cp.t_exposed_blockwise=20 ms"]
-    gather = real_engine.value("col.cp.t_exposed_comm", assign=base,
-                               variants=["col.cp.t_exposed_comm=cp_all_gather"], base_units=True)
-    ring = real_engine.value("col.cp.t_exposed_comm", assign=base, variants=["col.cp.t_exposed_comm=cp_ring"],
+    gather = real_engine.value("col.cp.t_exposed_exchange", assign=base,
+                               variants=["col.cp.t_exposed_exchange=cp_all_gather"], base_units=True)
+    ring = real_engine.value("col.cp.t_exposed_exchange", assign=base, variants=["col.cp.t_exposed_exchange=cp_ring"],
                              base_units=True)
     assert (gather, ring) == (pytest.approx(0.3), pytest.approx(0.02))
 
