@@ -60,14 +60,16 @@ class Estimate:
     resolutions: dict[str, Resolution]
     memory_target: str  # the figure the memory fit speaks about
     notes: list[str] = field(default_factory=list)  # choices the estimate made for the run (an unset interleave)
-    warnings: list[str] = field(default_factory=list)  # findings: a layout that does not fit, a violated constraint
+    warnings: list[str] = field(default_factory=list)  # a layout that does not fit, a violated constraint
+    findings: list[str] = field(default_factory=list)  # a quantity outside its declared range: no such scenario
     unresolved: list[str] = field(default_factory=list)  # labels of required figures that did not resolve
 
     def to_dict(self) -> dict:
         return {"run": self.run, "presets": self.presets, "modes": self.modes,
                 "figures": [f.to_dict() for f in self.figures], "memory": self.memory,
                 "uncertain_inputs": self.uncertain, "samples": self.samples, "seed": self.seed,
-                "notes": self.notes, "warnings": self.warnings, "unresolved_required": self.unresolved}
+                "notes": self.notes, "warnings": self.warnings, "findings": self.findings,
+                "unresolved_required": self.unresolved}
 
 
 def fitted_distributions(scenario: Scenario) -> list[Distribution]:
@@ -105,32 +107,38 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: 
         figures.append(fig)
     memory = _memory(point, resolver, mem)
     unresolved = [f.label for f in figures if f.target in facts.required_figures and f.value is None]
+    warnings, findings = _checks(point, memory)
     return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,
                     samples if uncertain and samples else 0, seed,
                     {t: r for t, r in point.items() if isinstance(r, Resolution)}, mem.per_gpu,
-                    [chosen] if chosen else [], _warnings(point, memory), unresolved)
+                    [chosen] if chosen else [], warnings, findings, unresolved)
 
 
-FINDING_KINDS = ("constraint", "bounds", "validity")
+# Assumptions (a latency held at zero where it is declared positive) are the fit's business, not the run's.
+WARNING_KINDS, FINDING_KINDS = ("constraint", "validity"), ("bounds",)
 
 
-def _warnings(point: dict, memory: dict) -> list[str]:
-    """Findings about the run itself: a layout that does not fit in memory, and every constraint or bound a
-    resolution found violated (a job larger than its cluster, stages that hold more layers than the model)."""
-    out = []
+def _checks(point: dict, memory: dict) -> tuple[list[str], list[str]]:
+    """What the resolutions found about the run itself. Warnings: a layout that does not fit in memory, a
+    violated constraint (stages holding more layers than the model, a job on more GPUs than its cluster).
+    Findings: a quantity outside its declared range, a scenario that cannot exist (a job share above 1)."""
+    warnings, findings = [], []
     if memory.get("status", "").startswith("does not fit"):
         used = memory.get("per_gpu", memory.get("per_gpu_without_buffers"))
-        out.append(f"the layout does not fit in memory: {used:.4g} {memory['per_gpu_units']} per GPU against "
-                   f"{memory['capacity']:.4g} {memory['capacity_units']} ({memory['status']})")
+        warnings.append(f"the layout does not fit in memory: {used:.4g} {memory['per_gpu_units']} per GPU "
+                        f"against {memory['capacity']:.4g} {memory['capacity_units']} ({memory['status']})")
     seen = set()
     for res in point.values():
         for check in res.violated if isinstance(res, Resolution) else []:
-            # Assumptions (a latency held at zero where it is declared positive) are the fit's business,
-            # not a finding about the run.
-            if check.kind in FINDING_KINDS and (check.name, check.detail) not in seen:
-                seen.add((check.name, check.detail))
-                out.append(f"{check.kind} violated: {check.name}: {check.detail}")
-    return out
+            if (check.name, check.detail) in seen:
+                continue
+            seen.add((check.name, check.detail))
+            line = f"{check.kind} violated: {check.name}: {check.detail}"
+            if check.kind in WARNING_KINDS:
+                warnings.append(line)
+            elif check.kind in FINDING_KINDS:
+                findings.append(line)
+    return warnings, findings
 
 
 def _declared(resolver: Resolver, name: str) -> dict:

@@ -41,8 +41,8 @@ def estimate_cmd(ctx: typer.Context,
                                              "does not fit in memory, a violated constraint)."),
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Step time, throughput, utilization, memory fit, energy and cost of a training run, with intervals.
-    Exit 1 when the step time or throughput does not resolve (what is missing is listed), or with --strict
-    on a warning."""
+    Exit 1 when the step time or throughput does not resolve (what is missing is listed), on a finding (a
+    quantity outside its declared range, such as a job larger than its cluster), or with --strict on a warning."""
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
     eng = engine(ctx, neo4j)
     est = eng.estimate(run, samples, seed, sample)
@@ -67,11 +67,13 @@ def estimate_cmd(ctx: typer.Context,
     out(data, "\n".join(lines), as_json)
     for warning in est.warnings:
         err(f"warning: {warning}")
+    for finding in est.findings:
+        err(f"finding: {finding}")
     if est.unresolved:
         err(f"Error: {', '.join(est.unresolved)} not resolved (see the missing roots above; supply them with "
             "presets or --assign)")
         raise typer.Exit(EXIT_FINDINGS)
-    if strict and est.warnings:
+    if est.findings or (strict and est.warnings):
         raise typer.Exit(EXIT_FINDINGS)
 
 
