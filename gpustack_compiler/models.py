@@ -336,7 +336,8 @@ class VariableBinding(Strict):
     units: Annotated[str | None, Field(description="Units of the field's numbers, when not the declared ones.")] = None
     values: Annotated[dict[str, BoundValue] | None, Field(description=(
         "Field value -> the variable's value (enumeration keys; `\"false\"` and `\"true\"` for booleans)."))] = None
-    default: FieldDefault | None = None
+    default: Annotated[FieldDefault | list[FieldDefault] | None, Field(description=(
+        "The value of the unset field; a list is tried in order, the first whose field the run gives wins."))] = None
     sweep: Annotated[Key | None, Field(description="Name of the field's axis on a sweep grid.")] = None
     note: str | None = None
 
@@ -467,6 +468,8 @@ class MeasuredRunsFile(Strict):
 class FigureBinding(Strict):
     label: Annotated[str, Field(min_length=1)]
     variable: Name
+    required: Annotated[bool, Field(description=(
+        "The estimate fails (exit 1, listing what is missing) when this figure does not resolve."))] = False
 
 
 class MemoryBinding(Strict):

@@ -77,3 +77,32 @@ def test_same_estimate_of_a_serving_run(resolvers) -> None:
     a, b = serve_estimate(neo, scenarios, facts, run, 300, 1), serve_estimate(mem, scenarios, facts, run, 300, 1)
     assert a.to_dict() == b.to_dict()
     assert all(f["value"] is not None for f in a.to_dict()["figures"])
+
+
+def test_same_estimate_of_a_run_with_the_architecture_and_overlap_fields(resolvers) -> None:
+    # MLA, MoE, uneven stages, every overlap field off its default and the interleave left to the model:
+    # the run-field table's modes, list defaults and the sweep behind the chosen interleave, from either source.
+    from pathlib import Path
+
+    from gpustack_sim.analyses.estimate import estimate
+    from gpustack_sim.engine.facts import Facts
+    from gpustack_sim.engine.run import RunSpec, apply_overrides
+
+    import yaml
+
+    neo, mem, scenarios = resolvers
+    facts = Facts(Tables.parse(mem.source.tables()))
+    data = yaml.safe_load((Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml").read_text())
+    del data["layout"]["interleave"]
+    apply_overrides(data, [
+        "model.moe={experts: 64, top_k: 4, expert_ffn_hidden: 4096, dense_layers: 2}",
+        "model.mla={kv_lora_rank: 512, q_lora_rank: 1536, qk_rope_head_dim: 64, qk_nope_head_dim: 128, "
+        "v_head_dim: 128}", "model.kv_heads=64", "layout.ep=8", "layout.first_stage_layers=19",
+        "layout.last_stage_layers=19", "layout.tp_overlap=comm_gemm", "layout.ep_overlap=dualpipe",
+        "layout.dp_overlap=layer_chunks", "layout.cp_comm=all_gather", "layout.cp=2", "layout.dp=16"])
+    run = RunSpec.model_validate(data)
+    a, b = estimate(neo, scenarios, facts, run, 200, 1), estimate(mem, scenarios, facts, run, 200, 1)
+    assert a.to_dict() == b.to_dict()
+    assert {"mla", "moe", "uneven_stages", "tp_comm_overlap", "dualpipe", "layer_chunks", "cp_all_gather"} \
+        <= set(a.modes)
+    assert a.figures[0].value is not None

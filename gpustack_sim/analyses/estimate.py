@@ -25,6 +25,7 @@ from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.run import RunSpec
 from ..engine.serve_run import ServeRunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
+from .interleave import settle_interleave
 from .uncertainty import PERCENTILES, STAGE_LIMIT, Distribution, Sampler, parse_spec, percentiles
 
 @dataclass
@@ -61,11 +62,17 @@ class Estimate:
     seed: int
     resolutions: dict[str, Resolution]
     memory_target: str | None  # the figure the memory fit speaks about (none for a serving run)
+    notes: list[str] = field(default_factory=list)  # choices the estimate made for the run (an unset interleave)
+    warnings: list[str] = field(default_factory=list)  # a layout that does not fit, a violated constraint
+    findings: list[str] = field(default_factory=list)  # a quantity outside its declared range: no such scenario
+    unresolved: list[str] = field(default_factory=list)  # labels of required figures that did not resolve
 
     def to_dict(self) -> dict:
         return {"run": self.run, "presets": self.presets, "modes": self.modes,
                 "figures": [f.to_dict() for f in self.figures], "memory": self.memory,
-                "uncertain_inputs": self.uncertain, "samples": self.samples, "seed": self.seed}
+                "uncertain_inputs": self.uncertain, "samples": self.samples, "seed": self.seed,
+                "notes": self.notes, "warnings": self.warnings, "findings": self.findings,
+                "unresolved_required": self.unresolved}
 
 
 def fitted_distributions(scenario: Scenario) -> list[Distribution]:
@@ -77,9 +84,13 @@ def fitted_distributions(scenario: Scenario) -> list[Distribution]:
 
 def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: RunSpec, samples: int, seed: int,
              extra: list[str] = (), backend: Backend | None = None) -> Estimate:
-    """A training run's figures (catalog/bindings/figures.yaml) and its memory fit."""
-    return _estimate(resolver, scenarios, facts.run_fields, facts.figures, facts.memory, run, samples, seed, extra,
-                     backend)
+    """A training run's figures (catalog/bindings/figures.yaml) and its memory fit; an interleave the run
+    leaves out is chosen (the valid one with the highest throughput) and said in the notes."""
+    run, chosen = settle_interleave(resolver, scenarios, facts, run)
+    est = _estimate(resolver, scenarios, facts.run_fields, facts.figures, facts.memory, run, samples, seed, extra,
+                    backend, facts.required_figures)
+    est.notes.extend([chosen] if chosen else [])
+    return est
 
 
 def serve_estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: ServeRunSpec, samples: int,
@@ -87,12 +98,13 @@ def serve_estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts,
     """A serving run's figures (catalog/bindings/serve_figures.yaml): latency percentiles, the largest batch,
     throughput, energy and cost per million tokens. The KV cache fit is a figure of its own, not a memory fit."""
     serving = facts.serving
-    return _estimate(resolver, scenarios, serving.fields, serving.figures, None, run, samples, seed, extra, backend)
+    return _estimate(resolver, scenarios, serving.fields, serving.figures, None, run, samples, seed, extra, backend,
+                     frozenset())
 
 
 def _estimate(resolver: Resolver, scenarios: ScenarioBuilder, fields: RunFields, figure_list: list[tuple[str, str]],
               mem: Memory | None, run: RunSpec | ServeRunSpec, samples: int, seed: int, extra: list[str],
-              backend: Backend | None) -> Estimate:
+              backend: Backend | None, required) -> Estimate:
     scenario = fields.scenario(scenarios, run)
     memory_names = [*mem.parts, mem.per_gpu, mem.capacity] if mem is not None else []
     targets = list(dict.fromkeys([*(t for _, t in figure_list), *memory_names]))
@@ -120,10 +132,39 @@ def _estimate(resolver: Resolver, scenarios: ScenarioBuilder, fields: RunFields,
             fig.violated = {c.name: c.detail for c in res.violated if c.kind in ("constraint", "validity")}
         figures.append(fig)
     memory = _memory(point, resolver, mem) if mem is not None else {"status": "unknown"}
+    unresolved = [f.label for f in figures if f.target in required and f.value is None]
+    warnings, findings = _checks(point, memory)
     return Estimate(run.name, scenario.presets, scenario.modes, figures, memory, uncertain,
                     samples if uncertain and samples else 0, seed,
                     {t: r for t, r in point.items() if isinstance(r, Resolution)},
-                    mem.per_gpu if mem is not None else None)
+                    mem.per_gpu if mem is not None else None, [], warnings, findings, unresolved)
+
+
+# Assumptions (a latency held at zero where it is declared positive) are the fit's business, not the run's.
+WARNING_KINDS, FINDING_KINDS = ("constraint", "validity"), ("bounds",)
+
+
+def _checks(point: dict, memory: dict) -> tuple[list[str], list[str]]:
+    """What the resolutions found about the run itself. Warnings: a layout that does not fit in memory, a
+    violated constraint (stages holding more layers than the model, a job on more GPUs than its cluster).
+    Findings: a quantity outside its declared range, a scenario that cannot exist (a job share above 1)."""
+    warnings, findings = [], []
+    if memory.get("status", "").startswith("does not fit"):
+        used = memory.get("per_gpu", memory.get("per_gpu_without_buffers"))
+        warnings.append(f"the layout does not fit in memory: {used:.4g} {memory['per_gpu_units']} per GPU "
+                        f"against {memory['capacity']:.4g} {memory['capacity_units']} ({memory['status']})")
+    seen = set()
+    for res in point.values():
+        for check in res.violated if isinstance(res, Resolution) else []:
+            if (check.name, check.detail) in seen:
+                continue
+            seen.add((check.name, check.detail))
+            line = f"{check.kind} violated: {check.name}: {check.detail}"
+            if check.kind in WARNING_KINDS:
+                warnings.append(line)
+            elif check.kind in FINDING_KINDS:
+                findings.append(line)
+    return warnings, findings
 
 
 def _declared(resolver: Resolver, name: str) -> dict:

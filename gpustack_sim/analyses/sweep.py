@@ -36,7 +36,7 @@ REJECTIONS = (
     "heads not divisible by tp",
     "kv heads and tp do not divide each other",
     "ffn hidden not divisible by tp",
-    "layers not divisible by pp x interleave",
+    "a stage's layers not divisible by interleave",
     "interleaving without pipeline parallelism",
     "global batch not divisible by dp x micro batch",
     "interleaved schedule needs micro-batches divisible by pp",
@@ -124,7 +124,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
                 grid_fields=tuple(axes[k].field for k in on_grid), grid_values=grid_values, fixed=fixed,
                 derive_dp=not any(axes[k].field == DERIVED for k in grid), gpus=float(run.gpus),
                 model=(m.heads, fields.value(run, "model.kv_heads"), m.ffn_hidden, m.layers,
-                       run.layout.global_batch),
+                       run.layout.global_batch, run.layout.first_stage_layers, run.layout.last_stage_layers),
                 programs=programs, zero=zero, names=names, scale=resolver.variable(target).scale,
                 descending=best == "max", top=top)
     n = plan.size
@@ -173,7 +173,7 @@ class Plan:
     fixed: dict[str, float]  # the other axes' fields at the run's values
     derive_dp: bool
     gpus: float
-    model: tuple  # heads, kv heads, ffn hidden, layers, global batch
+    model: tuple  # heads, kv heads, ffn hidden, layers, global batch, first and last stage layers (or None)
     programs: dict  # target, memory per GPU, capacity -> base-unit constant or Symbolic
     zero: tuple[str, ...]
     names: tuple[str, str, str]
@@ -250,7 +250,7 @@ def _chunk(plan: Plan, span: tuple[int, int]) -> ChunkResult:
 
 def _structural(plan: Plan, c: dict) -> list:
     """The layout checks that need no model, in the order of REJECTIONS."""
-    heads, kv, ffn, layers, global_batch = plan.model
+    heads, kv, ffn, layers, global_batch, first, last = plan.model
 
     def not_divisible(a, b):
         return np.mod(a, b) != 0
@@ -258,12 +258,18 @@ def _structural(plan: Plan, c: dict) -> list:
     tp, pp, dp, cp = c["layout.tp"], c["layout.pp"], c["layout.dp"], c["layout.cp"]
     interleave, sp = c["layout.interleave"], c["layout.sequence_parallel"]
     micro = global_batch / (dp * c["layout.micro_batch"])
+    if first is None:
+        per_stage = layers / pp
+    else:
+        # Uneven first and last stages: the slowest stage holds the chunks the interleave divides.
+        middle = np.where(pp > 2, (layers - first - last) / np.maximum(pp - 2, 1), 0)
+        per_stage = np.maximum(np.maximum(first, last), middle)
     return [
         (tp * pp * dp * cp != plan.gpus) | (dp < 1) | not_divisible(dp, 1),
         not_divisible(heads, tp),
         not_divisible(kv, tp) & not_divisible(tp, kv),
         not_divisible(ffn, tp),
-        not_divisible(layers, pp * interleave),
+        not_divisible(per_stage, interleave),
         (interleave > 1) & (pp == 1),
         not_divisible(micro, 1),
         (interleave > 1) & not_divisible(micro, pp),

@@ -1,4 +1,4 @@
-"""`gpustack estimate`: a training run's figures with intervals, and what each is made of."""
+"""`gpustack estimate`: a training or serving run's figures with intervals, and what each is made of."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.suggest import did_you_mean
 
-from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, out, pairs
+from .app import EXIT_FINDINGS, AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out, pairs
 from .render import fmt, trace_lines
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -42,9 +42,13 @@ def estimate_cmd(ctx: typer.Context,
                                            "cost-per-token breakdown, with intervals."),
                  workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
                  allow_violations: bool = AllowViolationsOpt,
+                 strict: bool = typer.Option(False, "--strict", help="Exit 1 on a warning too (a layout that "
+                                             "does not fit in memory, a violated constraint)."),
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Step time, throughput, utilization, memory fit, energy and cost of a training run, or TTFT, TPOT,
-    largest batch, tokens/s per GPU, energy and cost per million tokens of a serving run, with intervals."""
+    largest batch, tokens/s per GPU, energy and cost per million tokens of a serving run, with intervals.
+    Exit 1 when a required figure does not resolve (what is missing is listed), on a finding (a quantity
+    outside its declared range, such as a job larger than its cluster), or with --strict on a warning."""
     from ..engine.serve_run import ServeRunSpec
 
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
@@ -73,6 +77,16 @@ def estimate_cmd(ctx: typer.Context,
         lines.extend(trace_lines(res) if res else [f"  {fig.error}"])
         data.setdefault("traces", {})[fig.target] = [s.to_dict() for s in res.trace] if res else []
     out(data, "\n".join(lines), as_json)
+    for warning in est.warnings:
+        err(f"warning: {warning}")
+    for finding in est.findings:
+        err(f"finding: {finding}")
+    if est.unresolved:
+        err(f"Error: {', '.join(est.unresolved)} not resolved (see the missing roots above; supply them with "
+            "presets or --assign)")
+        raise typer.Exit(EXIT_FINDINGS)
+    if est.findings or (strict and est.warnings):
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 def run_with_extras(run_file: Path | None, set_: list[str], preset: list[str], assign: list[str],
@@ -84,7 +98,8 @@ def run_with_extras(run_file: Path | None, set_: list[str], preset: list[str], a
 
 
 def estimate_lines(est: Estimate) -> list[str]:
-    lines = [f"estimate for {est.run}", f"  presets: {', '.join(est.presets)}; modes: {', '.join(est.modes)}"]
+    lines = [f"estimate for {est.run}", f"  presets: {', '.join(est.presets)}; modes: {', '.join(est.modes)}",
+             *(f"  {note}" for note in est.notes)]
     width = max(len(f.label) for f in est.figures)
     for f in est.figures:
         if f.error:

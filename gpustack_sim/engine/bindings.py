@@ -90,7 +90,7 @@ class FieldBinding:
     read: str  # number | boolean | enumeration | quantity
     units: str | None
     values: dict | None
-    default: dict | None
+    default: list[dict] | dict | None
     sweep: str | None
     file: str
     line: int
@@ -155,13 +155,15 @@ class RunFields:
         file = table["file"]
         self.variables = [_entry(FieldBinding, b, file) for b in table["variables"]]
         self.modes = [_entry(ModeRule, r, file) for r in table["modes"]]
+        self._defaults = {b.field: b.default if isinstance(b.default, list) else [b.default]
+                          for b in self.variables if b.default}
         for b in self.variables:
-            for path in (b.field, *(b.default or {}).values()):
+            for path in (b.field, *(d[k] for d in self._defaults.get(b.field, []) for k in ("field", "divided_by")
+                                    if d.get(k))):
                 check_field(path, file, b.line, run_model)
         for r in self.modes:
             if r.field is not None:
                 check_field(r.field, file, r.line, run_model)
-        self._defaults = {b.field: b.default for b in self.variables if b.default}
 
     @property
     def axes(self) -> dict[str, FieldBinding]:
@@ -171,11 +173,13 @@ class RunFields:
     def value(self, run: RunSpec, path: str):
         """The run's value of a field, with the default the bindings give an unset one."""
         value = field_value(run, path)
-        default = self._defaults.get(path)
-        if value is None and default:
+        for default in self._defaults.get(path, []) if value is None else []:
             value = field_value(run, default["field"])
+            if value is None or value is ABSENT:
+                continue
             if "divided_by" in default:
                 value //= field_value(run, default["divided_by"])
+            break
         return value
 
     def bind(self, run: RunSpec) -> tuple[dict[str, object], list[str]]:

@@ -118,6 +118,11 @@ class Facts:
         return [(f["label"], f["variable"]) for f in self._table("figures")["figures"]]
 
     @cached_property
+    def required_figures(self) -> frozenset[str]:
+        """Variables of the figures an estimate cannot do without."""
+        return frozenset(f["variable"] for f in self._table("figures")["figures"] if f.get("required"))
+
+    @cached_property
     def memory(self) -> Memory:
         m = self._table("figures")["memory"]
         return Memory(m["per_gpu"], m["capacity"], tuple(m["parts"]), m["buffers"])

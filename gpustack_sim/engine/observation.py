@@ -24,7 +24,7 @@ from .serve_run import ServeRunSpec
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 KEY_PATTERN = r"^[a-z][a-z0-9_]*$"
 LOCK_NAME = "observations.lock"
-LOCK_FORMAT = 1
+LOCK_FORMAT = 2  # 2: hashes over the fields the file gives (1 also hashed the schema's defaults)
 
 
 class _Strict(BaseModel):
@@ -195,11 +195,9 @@ def load_file(path: Path) -> list[Loaded]:
             run_path = path.parent / obs.run_file
             run = load_run(run_path)
             extra = run_path.read_bytes()
-        dumped = obs.model_dump(mode="json")
-        if dumped.get("component") is None:
-            # Observations of runs hash as they did before component benchmarks existed.
-            dumped.pop("component", None)
-        digest = canonical_sha256(dumped)
+        # What the file says, not the defaults the run-file schema fills in: a new optional run field must not
+        # change the content of every observation already locked.
+        digest = canonical_sha256(obs.model_dump(mode="json", exclude_unset=True))
         if extra:
             # A run file can change under an observation that names it: its bytes are part of the content.
             digest = hashlib.sha256(f"{digest}\0".encode() + extra).hexdigest()

@@ -31,6 +31,19 @@ class MoESpec(_Strict):
     shared_experts: Annotated[int, Field(ge=0, le=MAX_COUNT)] = 0
     expert_ffn_hidden: Annotated[int | None, Field(ge=1, le=MAX_COUNT)] = None
     dense_layers: Annotated[int, Field(ge=0, le=MAX_COUNT, description="Leading layers with a dense FFN.")] = 0
+    capacity_factor: Annotated[float | None, Field(ge=1, description=(
+        "Expert capacity over an even share of the routed tokens, padded when fewer arrive; unset: the "
+        "framework preset's (dropless, 1, in Megatron Core)."))] = None
+
+
+class MLASpec(_Strict):
+    """Multi-head latent attention (DeepSeek-V2 arXiv:2405.04434 Section 2.1), by the released configurations' names."""
+
+    kv_lora_rank: Annotated[int, Field(ge=1, le=MAX_COUNT, description="KV compression dimension d_c (512 in DeepSeek-V2/V3).")]
+    q_lora_rank: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Query compression dimension d_c' (1536 in DeepSeek-V2/V3).")]
+    qk_rope_head_dim: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Decoupled RoPE dimension d_h^R per head (64).")]
+    qk_nope_head_dim: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Query/key head dimension from the latent (128).")]
+    v_head_dim: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Value head dimension (128); the model's head_dim.")]
 
 
 class ModelSpec(_Strict):
@@ -51,6 +64,14 @@ class ModelSpec(_Strict):
         "kernels that skip masked blocks."))] = 1.0
     dropout: Annotated[bool, Field(description="Dropout layers active (GPT-3 era), off in most current runs.")] = False
     moe: MoESpec | None = None
+    mla: Annotated[MLASpec | None, Field(description="Multi-head latent attention instead of grouped-query.")] = None
+
+    @model_validator(mode="after")
+    def _value_heads(self) -> "ModelSpec":
+        if self.mla is not None and self.head_dim is not None and self.head_dim != self.mla.v_head_dim:
+            raise ValueError(f"head_dim = {self.head_dim} but mla.v_head_dim = {self.mla.v_head_dim}: with "
+                             "multi-head latent attention the head dimension is the value head dimension; drop one")
+        return self
 
 
 class LayoutSpec(_Strict):
@@ -61,10 +82,39 @@ class LayoutSpec(_Strict):
     ep: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
     micro_batch: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
     global_batch: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Sequences per optimizer step.")]
-    interleave: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Virtual pipeline stages per GPU.")] = 1
+    interleave: Annotated[int, Field(ge=1, le=MAX_COUNT, description=(
+        "Virtual pipeline stages per GPU (1: plain 1F1B). When a run file leaves it out, `gpustack estimate` "
+        "takes the valid value with the highest throughput and says so; an observation's run keeps 1."))] = 1
+    first_stage_layers: Annotated[int | None, Field(ge=1, le=MAX_COUNT, description=(
+        "Layers of the first pipeline stage when it holds fewer than the others (with last_stage_layers)."))] = None
+    last_stage_layers: Annotated[int | None, Field(ge=1, le=MAX_COUNT, description=(
+        "Layers of the last pipeline stage when it holds fewer than the others (with first_stage_layers)."))] = None
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
+    pipeline_schedule: Annotated[Literal["1f1b", "zb_h1", "zb_h2", "gpipe", "dualpipe"], Field(description=(
+        "1F1B (interleaved when interleave > 1), zero-bubble ZB-H1 or ZB-H2, GPipe, or DeepSeek-V3's "
+        "bidirectional DualPipe (two parameter copies)."))] = "1f1b"
+    tp_overlap: Annotated[Literal["none", "comm_gemm"], Field(description=(
+        "Tensor-parallel collectives in series with the GEMMs, or decomposed and overlapped with them "
+        "(Transformer Engine userbuffers, Megatron tp_comm_overlap)."))] = "none"
+    ep_overlap: Annotated[Literal["none", "dualpipe"], Field(description=(
+        "Expert-parallel all-to-alls in series with the expert computation, or hidden behind another "
+        "micro-batch's computation (DeepSeek-V3 DualPipe)."))] = "none"
+    dp_overlap: Annotated[Literal["bucketed", "layer_chunks", "none"], Field(description=(
+        "Gradient reduction overlapped with the backward pass in buckets (PyTorch DDP), chunk by layer after "
+        "the last micro-batch (Megatron overlap_grad_reduce), or after the pipeline flush."))] = "bucketed"
+    cp_comm: Annotated[Literal["ring", "all_gather"], Field(description=(
+        "Context-parallel keys and values passed around a ring under the attention blocks (Ring Attention), "
+        "or all-gathered before attention (Llama 3)."))] = "ring"
+
+    @model_validator(mode="after")
+    def _stages(self) -> "LayoutSpec":
+        if (self.first_stage_layers is None) != (self.last_stage_layers is None):
+            raise ValueError("first_stage_layers and last_stage_layers go together: give both or neither")
+        if self.first_stage_layers is not None and self.pp < 2:
+            raise ValueError("first_stage_layers and last_stage_layers need pipeline parallelism (pp >= 2)")
+        return self
 
     @field_validator("global_batch")
     @classmethod

@@ -1,0 +1,311 @@
+"""Issue 15 items 3, 4, 6 and 8: overlap derived from the schedule, hierarchical collectives, MLA and uneven
+pipeline stages as run-file fields, and the estimate's ergonomics (chosen interleave, warnings, --strict,
+exit 1 when nothing the rest builds on resolves). Expected values are worked out here by hand from the
+mechanisms' descriptions, never read back from the catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import REPO, Engine, run_cli_here
+
+README_RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
+
+
+# ---- tensor parallelism: collectives decomposed under the GEMMs ---------------------------------------
+
+TP = ["col.tp.t_allreduce=100 us", "kernel.layer.t_gemm_fwd=0.0002 s", "kernel.layer.t_gemm_bwd=0.0004 s",
+      "par.pipeline.layers_per_stage=10", "par.pipeline.n_microbatches=4", "par.tp=4",
+      "par.recompute.forward_passes=1"]
+
+
+def test_tp_comm_gemm_overlap_exposes_only_what_exceeds_the_gemms(real_engine: Engine) -> None:
+    t = real_engine.value("col.tp.t_exposed", assign=TP, variants=["col.tp.t_exposed=tp_comm_overlap"],
+                          base_units=True)
+    # forward: two all-gather/reduce-scatter pairs (2 x 100 us) against 3/4 of 200 us of GEMMs -> 50 us shows;
+    # backward: 200 us against 3/4 of 400 us -> hidden; 10 layers x 4 micro-batches
+    assert t == pytest.approx(10 * 4 * (2 * 100e-6 - 0.75 * 200e-6), rel=1e-12)
+    serial = real_engine.value("col.tp.t_exposed", assign=TP + ["col.tp.t_step=16 ms"],
+                               variants=["col.tp.t_exposed=serial_tp"], base_units=True)
+    assert serial == pytest.approx(0.016, rel=1e-12)
+    # full recomputation repeats the forward pair and the forward GEMMs alike
+    twice = real_engine.value("col.tp.t_exposed", assign=TP[:-1] + ["par.recompute.forward_passes=2"],
+                              variants=["col.tp.t_exposed=tp_comm_overlap"], base_units=True)
+    assert twice == pytest.approx(2 * t, rel=1e-12)
+
+
+# ---- expert parallelism: DualPipe pairs forward and backward chunks ---------------------------------
+
+EP = ["col.ep.t_step=10 s", "col.overlap.backward_share=0.6666666666666666"]
+
+
+@pytest.mark.parametrize(("compute", "expected"), [
+    (12.0, 5 - 12 / 3),    # the backward all-to-alls (5 s) outlast the forward compute (4 s); the rest hides
+    (30.0, 0.0),           # computation dominates: DeepSeek-V3's full overlap
+    (3.0, (5 - 2) + (5 - 1)),  # communication dominates both halves
+])
+def test_dualpipe_hides_each_half_behind_the_other_directions_compute(real_engine: Engine, compute: float,
+                                                                       expected: float) -> None:
+    t = real_engine.value("col.ep.t_exposed", assign=EP + [f"training.t_compute={compute} s"],
+                          variants=["col.ep.t_exposed=dualpipe"], base_units=True)
+    assert t == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    serial = real_engine.value("col.ep.t_exposed", assign=EP + [f"training.t_compute={compute} s"],
+                               variants=["col.ep.t_exposed=serial_ep"], base_units=True)
+    assert serial == pytest.approx(10.0, rel=1e-12)
+
+
+# ---- data parallelism: reduce-scatter by layer chunk after the last micro-batch ---------------------
+
+DP = ["col.dp.t_sync=1 s", "col.overlap.dp_chunks=4", "col.overlap.backward_share=0.6666666666666666",
+      "training.t_compute=12 s"]
+
+
+@pytest.mark.parametrize(("micro", "expected"), [(8, 0.25), (32, 0.75)])
+def test_layer_chunks_expose_one_chunk_or_what_the_last_backward_cannot_hide(real_engine: Engine, micro: int,
+                                                                             expected: float) -> None:
+    # the last micro-batch's backward lasts 2/3 x 12 s / m: 1 s for m = 8 (only the last chunk shows),
+    # 0.25 s for m = 32 (0.75 s of the second's reduction cannot hide)
+    t = real_engine.value("col.step.t_exposed_dp", assign=DP + [f"par.pipeline.n_microbatches={micro}"],
+                          variants=["col.step.t_exposed_dp=layer_chunks"], base_units=True)
+    assert t == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(("pp", "interleave", "chunks"), [(1, 1, 80), (4, 1, 1), (4, 5, 5)])
+def test_dp_chunks_are_layers_or_virtual_stages(real_engine: Engine, pp: int, interleave: int, chunks: int) -> None:
+    n = real_engine.value("col.overlap.dp_chunks", assign=["arch.n_layers=80", f"par.pp={pp}",
+                                                           f"par.pp_interleave={interleave}"])
+    assert n == chunks
+
+
+# ---- context parallelism: ring under the attention blocks, or an exposed all-gather -----------------
+
+def test_cp_all_gather_is_all_exposed_and_ring_only_beyond_the_blocks(real_engine: Engine) -> None:
+    base = ["col.cp.t_step=300 ms", "col.cp.t_exposed_blockwise=20 ms"]
+    gather = real_engine.value("col.cp.t_exposed_exchange", assign=base,
+                               variants=["col.cp.t_exposed_exchange=cp_all_gather"], base_units=True)
+    ring = real_engine.value("col.cp.t_exposed_exchange", assign=base, variants=["col.cp.t_exposed_exchange=cp_ring"],
+                             base_units=True)
+    assert (gather, ring) == (pytest.approx(0.3), pytest.approx(0.02))
+
+
+def test_cp_message_counts_the_kv_heads_of_one_tensor_parallel_rank(real_engine: Engine) -> None:
+    base = ["par.micro_batch=1", "arch.seq_len=131072 token", "par.cp=16", "arch.n_kv_heads=8",
+            "arch.attn.kv_elements_per_token_per_layer=2048", "precision.bytes_per_activation=2 B"]
+    one_head_each = real_engine.value("col.cp.message", assign=base + ["par.tp=8"])  # MB
+    assert one_head_each == pytest.approx(131072 / 16 * 2048 / 8 * 2 / 1e6, rel=1e-12)
+    # beyond 8 ranks the heads are replicated: still one head per rank
+    assert real_engine.value("col.cp.message", assign=base + ["par.tp=16"]) == pytest.approx(one_head_each, rel=1e-12)
+
+
+# ---- hierarchical collectives ------------------------------------------------------------------------
+
+LINKS = ["link.intra.alpha=5 us", "link.inter.alpha=20 us", f"link.intra.beta={1 / 360} s/GB",
+         f"link.inter.beta={1 / 45} s/GB"]
+
+
+def test_hierarchical_reduce_scatter_carries_n_over_g_between_domains(real_engine: Engine) -> None:
+    base = ["col.dp.message=800 MB", "col.dp.group_size=32", "col.dp.ranks_per_domain=8", "col.dp.n_domains=4",
+            "col.dp.alpha=20 us", f"col.dp.beta={1 / 45} s/GB", *LINKS]
+    hier = real_engine.value("col.dp.t_reduce_scatter", assign=base,
+                             variants=["col.dp.t_reduce_scatter=hierarchical"], base_units=True)
+    intra = 7 * 5e-6 + 7 / 8 * 800e6 / 360e9
+    inter = 3 * 20e-6 + 3 / 4 * (800e6 / 8) / 45e9
+    assert hier == pytest.approx(intra + inter, rel=1e-9)
+    ring = 31 * 20e-6 + 31 / 32 * 800e6 / 45e9
+    fastest = real_engine.value("col.dp.t_reduce_scatter", assign=base,
+                                variants=["col.dp.t_reduce_scatter=fastest"], base_units=True)
+    assert fastest == pytest.approx(min(ring, intra + inter), rel=1e-9) and intra + inter < ring
+
+
+def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_links(real_engine: Engine) -> None:
+    base = ["col.ep.message=400 MB", "par.ep=32", "par.tp=1", "cluster.scaleup.domain_size=8", *LINKS]
+    t = real_engine.value("col.ep.t_alltoall", assign=base, variants=["col.ep.t_alltoall=hierarchical"],
+                          base_units=True)
+    g, p, n = 8, 32, 400e6
+    # 24 of 32 destinations are remote; locally, own-domain traffic plus forwarding adds up to (g-1)/g of N
+    assert (g - 1) / p + (p - g) * (g - 1) / (p * g) == pytest.approx((g - 1) / g)
+    inter = (p / g - 1) * 20e-6 + (p - g) / p * n / 45e9
+    intra = (g - 1) * 5e-6 + (g - 1) / g * n / 360e9
+    assert t == pytest.approx(inter + intra, rel=1e-9)
+    flat = real_engine.value("col.ep.t_alltoall", assign=base + ["col.ep.alpha=20 us", f"col.ep.beta={1 / 45} s/GB"],
+                             variants=["col.ep.t_alltoall=pairwise"], base_units=True)
+    assert t < flat
+
+
+# ---- architecture fields: uneven stages and MLA -------------------------------------------------------
+
+def test_uneven_stages_run_at_the_pace_of_the_fullest_stage(real_engine: Engine) -> None:
+    # Llama 3 405B: 126 layers on 16 stages, one layer fewer on the first and the last: 7 + 14 x 8 + 7
+    base = ["arch.n_layers=126", "par.pp=16", "par.pipeline.first_stage_layers=7", "par.pipeline.last_stage_layers=7"]
+    uneven = real_engine.resolve("par.pipeline.layers_per_stage", assign=base,
+                                 variants=["par.pipeline.layers_per_stage=uneven_stages"])
+    assert uneven.value == 8
+    even = real_engine.value("par.pipeline.layers_per_stage", assign=base,
+                             variants=["par.pipeline.layers_per_stage=even_stages"])
+    assert even == pytest.approx(126 / 16)
+    too_many = real_engine.resolve("par.pipeline.layers_per_stage", assign=base[:2] + [
+        "par.pipeline.first_stage_layers=70", "par.pipeline.last_stage_layers=70"],
+        variants=["par.pipeline.layers_per_stage=uneven_stages"])
+    assert "par.pipeline.uneven_stages_fit" in {c.name for c in too_many.violated}
+
+
+def test_mla_attention_parameters_from_the_latent_dimensions(real_engine: Engine) -> None:
+    # DeepSeek-V3's released dimensions: h 7168, 128 heads, d_c 512, d_c' 1536, RoPE 64, q/k 128, v 128
+    h, a, dc, dq, r, qk, v = 7168, 128, 512, 1536, 64, 128, 128
+    dims = [f"arch.hidden={h}", f"arch.n_heads={a}", f"arch.mla.kv_lora_rank={dc}", f"arch.mla.q_lora_rank={dq}",
+            f"arch.mla.rope_head_dim={r}", f"arch.mla.qk_nope_head_dim={qk}", f"arch.head_dim={v}"]
+    mla = ["arch.params.attn_per_layer=mla", "arch.attn.qk_head_dim=mla"]
+    n = real_engine.value("arch.params.attn_per_layer", assign=dims, variants=mla)
+    assert n == (dc + r) * h + a * (qk + v) * dc + dq * h + a * (qk + r) * dq + h * a * v == 187_105_280
+    assert real_engine.value("arch.attn.qk_head_dim", assign=dims, variants=mla) == qk + r
+
+
+def test_mla_run_fields_bind_the_latents_and_the_value_head_dim(real_engine: Engine, tmp_path: Path) -> None:
+    run = real_engine.load_run(README_RUN, [
+        "model.mla={kv_lora_rank: 512, q_lora_rank: 1536, qk_rope_head_dim: 64, qk_nope_head_dim: 128, "
+        "v_head_dim: 96}"])
+    assignments, modes = real_engine.facts.run_fields.bind(run)
+    assert "mla" in modes and "gqa" not in modes
+    assert assignments["arch.head_dim"] == 96  # the value head dimension, not hidden / heads
+    assert (assignments["arch.mla.kv_lora_rank"], assignments["arch.mla.rope_head_dim"],
+            assignments["arch.mla.qk_nope_head_dim"]) == (512, 64, 128)
+
+
+# ---- the whole estimate -------------------------------------------------------------------------------
+
+def _run_file(tmp_path: Path, name: str, change) -> Path:
+    data = yaml.safe_load(README_RUN.read_text())
+    change(data)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _step(*args: str) -> float:
+    res = run_cli_here("estimate", *args, "--samples", "2", "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)["figures"][0]["value"]
+
+
+def test_the_schedule_variant_matches_the_calibrated_fractions_when_nothing_overlaps() -> None:
+    # the calibration holds the in-layer fraction at 0 (no overlap): both definitions must agree exactly
+    schedule = _step(str(README_RUN))
+    fractions = _step(str(README_RUN), "--variant", "col.step.t_exposed=fractions")
+    assert schedule == pytest.approx(fractions, rel=1e-12)
+    overlapped = _step(str(README_RUN), "--set", "layout.tp_overlap=comm_gemm")
+    assert overlapped < schedule
+
+
+def test_an_unset_interleave_is_chosen_and_said(tmp_path: Path) -> None:
+    path = _run_file(tmp_path, "no_interleave.yaml", lambda d: d["layout"].pop("interleave"))
+    res = run_cli_here("estimate", str(path), "--samples", "2", "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    (note,) = data["notes"]
+    chosen = int(note.split()[1])
+    assert "chosen by the model" in note and 20 % chosen == 0  # 80 layers over 4 stages: a divisor of 20
+    step = data["figures"][0]["value"]
+    for other in (1, 2, 4, 5):
+        if other != chosen:
+            assert step <= _step(str(path), "--set", f"layout.interleave={other}") * (1 + 1e-12)
+    text = run_cli_here("estimate", str(path), "--samples", "2")
+    assert f"interleave {chosen} chosen by the model" in text.stdout
+
+
+def test_a_layout_that_does_not_fit_warns_and_fails_only_when_strict() -> None:
+    args = ("estimate", str(README_RUN), "--samples", "2", "--set", "layout.micro_batch=16",
+            "--set", "layout.recompute=none")
+    loose = run_cli_here(*args)
+    assert loose.returncode == 0, loose.stderr
+    assert "warning: the layout does not fit in memory" in loose.stderr
+    assert run_cli_here(*args, "--strict").returncode == 1
+
+
+def test_a_job_larger_than_its_cluster_preset_is_a_finding() -> None:
+    res = run_cli_here("estimate", str(README_RUN), "--samples", "2", "--set", "gpus=2048", "--set", "layout.dp=64")
+    assert res.returncode == 1  # not a silent job share of 2
+    assert "warning: constraint violated: par.n_gpus.fits_site" in res.stderr
+    assert "finding: bounds violated: cluster.job.share: 2 outside" in res.stderr
+    assert "step time" in res.stdout  # the figures are still shown
+    assert run_cli_here("estimate", str(README_RUN), "--samples", "2", "--strict").returncode == 0
+
+
+MOE = {"experts": 256, "top_k": 8, "shared_experts": 1, "expert_ffn_hidden": 2048, "dense_layers": 3}
+MLA = {"kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
+
+
+def _moe(d: dict) -> None:
+    d["model"].update({"layers": 61, "hidden": 7168, "ffn_hidden": 18432, "heads": 128, "vocab": 129280,
+                       "seq_len": 4096, "moe": MOE, "mla": MLA})
+    d["model"].pop("kv_heads")
+    d["layout"] = {"tp": 1, "pp": 16, "dp": 64, "ep": 64, "micro_batch": 1, "global_batch": 1024,
+                   "first_stage_layers": 3, "last_stage_layers": 2, "ep_overlap": "dualpipe", "zero_stage": 1}
+
+
+def test_an_moe_mla_run_resolves_from_sourced_defaults(tmp_path: Path) -> None:
+    path = _run_file(tmp_path, "moe.yaml", _moe)
+    res = run_cli_here("estimate", str(path), "--samples", "2", "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert {"moe", "mla", "uneven_stages", "dualpipe"} <= set(data["modes"])
+    assert data["figures"][0]["value"] > 0 and data["unresolved_required"] == []
+    serial = run_cli_here("estimate", str(path), "--samples", "2", "--json", "--set", "layout.ep_overlap=none")
+    assert json.loads(serial.stdout)["figures"][0]["value"] > data["figures"][0]["value"]
+
+
+def test_an_moe_run_missing_a_root_lists_it_and_exits_1(tmp_path: Path) -> None:
+    def without_framework(d: dict) -> None:
+        _moe(d)
+        d["presets"] = [p for p in d["presets"] if p != "megatron_lm_software"]
+
+    path = _run_file(tmp_path, "moe_bare.yaml", without_framework)
+    res = run_cli_here("estimate", str(path), "--samples", "2")
+    assert res.returncode == 1
+    assert "arch.moe.capacity_factor" in res.stdout and "step time, throughput not resolved" in res.stderr
+
+
+@pytest.mark.parametrize(("sets", "field"), [
+    (["layout.first_stage_layers=7"], "first_stage_layers and last_stage_layers go together"),
+    (["model.mla={kv_lora_rank: 512, q_lora_rank: 1536, qk_rope_head_dim: 64, qk_nope_head_dim: 128, "
+      "v_head_dim: 128}", "model.head_dim=64"], "head_dim = 64 but mla.v_head_dim = 128"),
+    (["layout.ep_overlap=sometimes"], "ep_overlap"),
+    (["layout.cp_comm=allgather"], "cp_comm"),
+])
+def test_bad_new_run_fields_are_one_line_and_exit_2(sets: list[str], field: str) -> None:
+    res = run_cli_here("estimate", str(README_RUN), *(a for s in sets for a in ("--set", s)))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in res.stderr
+
+
+# ---- pipeline schedule as a run-file field ----------------------------------------------------------
+
+def test_dualpipe_bubble_and_memory_follow_deepseek_v3_table_2(real_engine: Engine) -> None:
+    base = ["par.pp=16", "par.pipeline.n_microbatches=32"]
+    bubble = real_engine.value("par.pipeline.bubble_fraction", assign=base,
+                               variants=["par.pipeline.bubble_fraction=bidirectional"])
+    # (PP/2 - 1)(F&B + B - 3W) with F = W = 1, B = 2, F&B = 3: 7 x 2 = 14 units against 3 x 32 of work
+    assert bubble == pytest.approx(14 / 96, rel=1e-12)
+    one_f_one_b = real_engine.value("par.pipeline.bubble_fraction", assign=base + ["par.pp_interleave=1"],
+                                    variants=["par.pipeline.bubble_fraction=interleaved_1f1b"])
+    assert one_f_one_b == pytest.approx(15 / 32) and bubble < one_f_one_b
+    act = real_engine.value("par.pipeline.activation_memory_factor", assign=base,
+                            variants=["par.pipeline.activation_memory_factor=bidirectional"])
+    assert act == pytest.approx(17 / 16)  # PP + 1 micro-batches in flight instead of PP
+
+
+def test_dualpipe_keeps_a_second_parameter_copy(real_engine: Engine) -> None:
+    def resolved(name: str, *sets: str) -> float:
+        run = real_engine.load_run(README_RUN, ["layout.interleave=1", *sets])
+        return real_engine.resolver.resolve(name, real_engine.run_scenario(run)).value
+
+    one = resolved("par.memory.model_states")
+    two = resolved("par.memory.model_states", "layout.pipeline_schedule=dualpipe")
+    params = resolved("par.params.per_gpu")
+    weight_bytes = resolved("precision.bytes_per_param")
+    assert params > 0 and weight_bytes == 2  # BF16 weights of the GPU's tp x pp shard
+    assert two - one == pytest.approx(params * weight_bytes, rel=1e-9)  # declared units: B
