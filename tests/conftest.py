@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (SESSION_PASSWORD, SESSION_USER, Engine, LocalServer, catalog_under_test, compile_catalog,
+from helpers import (CATALOG, SESSION_PASSWORD, SESSION_USER, Engine, LocalServer, catalog_under_test, compile_catalog,
                      run_cli_here, unavailable)
 
 LOADED_BY = "pytest"
@@ -132,6 +132,20 @@ def neo4j_session(tmp_path_factory) -> Iterator[tuple[Neo4jDB | None, str | None
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory) -> Path:
+    """A build directory of the module's own (compile cache and manifest of the repository's catalog)."""
+    return tmp_path_factory.mktemp("build")
+
+
+@pytest.fixture(scope="module")
+def engine(build: Path):
+    """The library engine over the repository's catalog, compiled into the module's build directory."""
+    from gpustack_sim import Engine as LibraryEngine
+
+    return LibraryEngine.open(CATALOG, build)
 
 
 @pytest.fixture(scope="module")

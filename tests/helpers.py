@@ -183,6 +183,11 @@ def run_cli_here(*args: str, env: dict | None = None) -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+def gp(build: Path, *args: str) -> CliResult:
+    """The command line on the repository's catalog with a build directory of the test's own."""
+    return run_cli_here("--catalog", str(CATALOG), "--build-dir", str(build), *args)
+
+
 # ---- Neo4j --------------------------------------------------------------------------------------
 
 # The Neo4j a test session starts itself has authentication on, with this password (conftest.py).

@@ -12,7 +12,7 @@ from gpustack_compiler.errors import InputError
 from gpustack_sim import Engine
 from gpustack_sim.analyses.validate import generation_presets
 from gpustack_sim.engine.observation import load_observations
-from helpers import CATALOG, REPO, run_cli_here
+from helpers import CATALOG, REPO, gp
 
 OBSERVATIONS = REPO / "data" / "observations"
 NEMO = OBSERVATIONS / "nemo2407_dgx_h100.yaml"
@@ -20,20 +20,6 @@ NARAYANAN = OBSERVATIONS / "narayanan2021_table1.yaml"
 COMPONENTS = OBSERVATIONS / "azure_components.yaml"
 # H100 rows need two values no datasheet gives (the README's `validate --assign` example).
 H100_GAPS = {"mem.l2.bytes_per_clk_datasheet": "5120 B", "link.inter.cable_length": "100 m"}
-
-
-def gp(build: Path, *args: str):
-    return run_cli_here("--catalog", str(CATALOG), "--build-dir", str(build), *args)
-
-
-@pytest.fixture(scope="module")
-def build(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("build")
-
-
-@pytest.fixture(scope="module")
-def engine(build: Path) -> Engine:
-    return Engine.open(CATALOG, build)
 
 
 # ---- FP8 precision -------------------------------------------------------------------------------------

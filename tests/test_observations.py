@@ -15,26 +15,12 @@ from gpustack_sim import Engine
 from gpustack_sim.analyses import scoring
 from gpustack_sim.engine.observation import (LOCK_NAME, load_observations, lock_problems, read_lock,
                                              update_lock)
-from helpers import CATALOG, REPO, run_cli_here
+from helpers import REPO, gp
 
 
 OBSERVATIONS = REPO / "data" / "observations"
 NARAYANAN = OBSERVATIONS / "narayanan2021_table1.yaml"
 KORTHIKANTI = OBSERVATIONS / "korthikanti2022_table5.yaml"
-
-
-def gp(build: Path, *args: str):
-    return run_cli_here("--catalog", str(CATALOG), "--build-dir", str(build), *args)
-
-
-@pytest.fixture(scope="module")
-def build(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("build")
-
-
-@pytest.fixture(scope="module")
-def engine(build: Path) -> Engine:
-    return Engine.open(CATALOG, build)
 
 
 def entries(path: Path) -> list[str]:
