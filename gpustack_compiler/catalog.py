@@ -22,7 +22,7 @@ from .limits import MAX_CATALOG_FILE_BYTES, FileProblem, load_text
 from .kinds import KEYED, RelationKind, kind_of
 from .suggest import with_suggestion
 from .units import Unit, UnitError, UnitSystem
-from .yaml_lines import LinedDict, YamlError, line_at, load, load_or_error
+from .yaml_lines import LinedDict, YamlError, line_at, load_or_error
 
 MODELINE = re.compile(r"^#\s*yaml-language-server:\s*\$schema=\S+")
 NAME_RE = re.compile(m.NAME_PATTERN)

@@ -5,7 +5,6 @@ stays symbolic in them. Values are carried in coherent base units and shown in d
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import sympy

@@ -39,11 +39,16 @@ class MoESpec(_Strict):
 class MLASpec(_Strict):
     """Multi-head latent attention (DeepSeek-V2 arXiv:2405.04434 Section 2.1), by the released configurations' names."""
 
-    kv_lora_rank: Annotated[int, Field(ge=1, le=MAX_COUNT, description="KV compression dimension d_c (512 in DeepSeek-V2/V3).")]
-    q_lora_rank: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Query compression dimension d_c' (1536 in DeepSeek-V2/V3).")]
-    qk_rope_head_dim: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Decoupled RoPE dimension d_h^R per head (64).")]
-    qk_nope_head_dim: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Query/key head dimension from the latent (128).")]
-    v_head_dim: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Value head dimension (128); the model's head_dim.")]
+    kv_lora_rank: Annotated[int, Field(ge=1, le=MAX_COUNT, description=(
+        "KV compression dimension d_c (512 in DeepSeek-V2/V3)."))]
+    q_lora_rank: Annotated[int, Field(ge=1, le=MAX_COUNT, description=(
+        "Query compression dimension d_c' (1536 in DeepSeek-V2/V3)."))]
+    qk_rope_head_dim: Annotated[int, Field(ge=1, le=MAX_COUNT, description=(
+        "Decoupled RoPE dimension d_h^R per head (64)."))]
+    qk_nope_head_dim: Annotated[int, Field(ge=1, le=MAX_COUNT, description=(
+        "Query/key head dimension from the latent (128)."))]
+    v_head_dim: Annotated[int, Field(ge=1, le=MAX_COUNT, description=(
+        "Value head dimension (128); the model's head_dim."))]
 
 
 class ModelSpec(_Strict):
