@@ -68,11 +68,11 @@ class SweepResult:
     valid: int
     rejected: dict[str, int]
     top: list[dict]
-    seconds: float
+    seconds: float  # wall time: reported on stderr, kept out of the output so that it is byte-identical
     notes: list[str]
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "seconds"}
 
 
 def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: RunSpec, grid: dict[str, list],

@@ -8,7 +8,7 @@ import typer
 
 from gpustack_compiler.errors import InputError
 
-from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, out
+from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out
 from .estimate import AssignOpt, ModeOpt, PresetOpt, VariantOpt, run_with_extras
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -46,7 +46,8 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
     # A plot shows every valid layout; the text still lists the best --top.
     with chunked("layouts", workers, scheduler) as (client, tick):
         result = eng.sweep(run, parse_grid(grid), objective, top if plot is None else 10**9, client, tick)
-    lines = [f"{result.evaluated} layouts evaluated in {result.seconds:.2f} s: {result.valid} valid"]
+    err(f"swept {result.evaluated} layouts in {result.seconds:.2f} s")
+    lines = [f"{result.evaluated} layouts evaluated: {result.valid} valid"]
     lines += [f"  note: {n}" for n in result.notes]
     for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
         lines.append(f"  rejected {count:>8}  {reason}")
