@@ -20,12 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-from gpustack_sim import Engine
-from gpustack_sim.datacenter import simulate
-from gpustack_sim.distributed import Backend
-from gpustack_sim.distributed.cluster import connect
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gpustack_sim import Engine  # noqa: E402
+from gpustack_sim.datacenter import simulate  # noqa: E402
+from gpustack_sim.distributed import Backend  # noqa: E402
+from gpustack_sim.distributed.cluster import connect  # noqa: E402
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 # Nine axes; dp takes 1..N so that the grid holds about the number of layouts asked for.
 AXES = {"tp": range(1, 9), "pp": range(1, 11), "cp": range(1, 6), "micro_batch": range(1, 11),
