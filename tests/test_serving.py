@@ -15,7 +15,7 @@ from gpustack_compiler.errors import InputError
 from gpustack_compiler.source import ManifestSource
 from gpustack_sim import Engine
 from gpustack_sim.engine.serve_run import ServeRunSpec
-from helpers import CATALOG, REPO, run_cli, run_cli_here
+from helpers import CATALOG, REPO, gp, run_cli
 
 LLAMA = REPO / "runs" / "serve_llama70b_8xh100.yaml"
 MIXTRAL = REPO / "runs" / "serve_mixtral8x7b_8xh100.yaml"
@@ -32,10 +32,6 @@ def llama70b_params() -> int:
     ffn = 3 * H * FFN  # SwiGLU gate, up, down
     norms = 2 * H  # two RMSNorms per layer
     return LAYERS * (attn + ffn + norms) + 2 * VOCAB * H + H  # untied embedding and head, final norm
-
-
-def gp(build: Path, *args: str):
-    return run_cli_here("--catalog", str(CATALOG), "--build-dir", str(build), *args)
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +93,27 @@ def test_kv_capacity_mla_matches_hand_computation(engine: Engine) -> None:
     assert engine.resolve("serve.kv.bytes_per_token_per_gpu", scenario).value == per_token
     cap = engine.resolve("serve.kv.capacity_tokens", scenario).value
     assert cap == pytest.approx((0.9 * H100_HBM_CAPACITY - weights - act) / per_token, rel=1e-12)
+
+
+@pytest.mark.parametrize("algorithm, startups, volume", [
+    ("in_switch", lambda t: 2, lambda t: 1),  # NVLS, as dgx_h100_node selects: once up, once down
+    ("ring", lambda t: 2 * (t - 1), lambda t: 2 * (t - 1) / t),  # Thakur et al. Section 4
+])
+def test_serving_all_reduces_follow_the_nodes_algorithm(engine: Engine, llama: ServeRunSpec, algorithm, startups,
+                                                        volume) -> None:
+    # Two all-reduces per layer of h activations per sequence, each with the start-ups and the volume of the
+    # algorithm the node selects; nothing with one rank.
+    run = llama.with_extras(variants={"col.tp.allreduce_startups": algorithm, "col.tp.allreduce_volume": algorithm})
+    for tp in (1, 2, 8):
+        fixed = resolve(engine, run, "serve.comm.t_fixed", **{"par.tp": tp})
+        per_sequence = resolve(engine, run, "serve.comm.t_per_sequence", **{"par.tp": tp})
+        if tp == 1:
+            assert fixed == 0 and per_sequence == 0
+            continue
+        alpha = resolve(engine, run, "col.tp.alpha", **{"par.tp": tp}) * 1e-6  # us
+        beta = resolve(engine, run, "col.tp.beta", **{"par.tp": tp}) * 1e-9  # s/GB
+        assert fixed == pytest.approx(2 * LAYERS * startups(tp) * alpha)
+        assert per_sequence == pytest.approx(2 * LAYERS * volume(tp) * beta * H * 2)  # BF16 activations
 
 
 def test_queueing_and_speculation_follow_their_references(engine: Engine, llama: ServeRunSpec) -> None:
