@@ -141,7 +141,13 @@ class KernelSpec(_Strict):
 
 
 class _Extendable(_Strict):
-    """What every run file shares after its own sections: further presets, modes, variants, assignments."""
+    """What every run file shares after its own sections: further presets (each kind of run says which),
+    modes, variants, assignments."""
+
+    modes: Annotated[list[str], Field(default_factory=list, description="Extra variant modes.")]
+    variants: dict[str, str] = Field(default_factory=dict)
+    assign: Annotated[dict[str, str | float], Field(
+        default_factory=dict, description="Extra assignments: NAME -> '500 W' or a number in declared units.")]
 
     def with_extras(self, presets: Sequence[str] = (), assign: Mapping[str, str | float] | None = None,
                     variants: Mapping[str, str] | None = None, modes: Sequence[str] = ()):
@@ -166,10 +172,6 @@ class RunSpec(_Extendable):
     presets: Annotated[list[str], Field(default_factory=list, description=(
         "Further presets applied after hardware and precision: calibration, facility, tariff, capex."))]
     optimizer: Literal["adamw", "lion", "muon"] = "adamw"
-    modes: Annotated[list[str], Field(default_factory=list, description="Extra variant modes.")]
-    variants: dict[str, str] = Field(default_factory=dict)
-    assign: Annotated[dict[str, str | float], Field(
-        default_factory=dict, description="Extra assignments: NAME -> '500 W' or a number in declared units.")]
 
     @model_validator(mode="after")
     def _layout_fits(self) -> "RunSpec":

@@ -104,10 +104,6 @@ class ServeRunSpec(_Extendable):
     workload: Workload
     objectives: Objectives
     speculative: Speculative | None = None
-    modes: Annotated[list[str], Field(default_factory=list, description="Extra variant modes.")]
-    variants: dict[str, str] = Field(default_factory=dict)
-    assign: Annotated[dict[str, str | float], Field(
-        default_factory=dict, description="Extra assignments: NAME -> '500 W' or a number in declared units.")]
 
     @model_validator(mode="after")
     def _fits(self) -> "ServeRunSpec":
