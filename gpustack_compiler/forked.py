@@ -17,7 +17,9 @@ def cores() -> int:
 
 
 def can_fork() -> bool:
-    return cores() > 1 and "fork" in multiprocessing.get_all_start_methods()
+    """A daemonic process (a Dask worker, a pool's worker) may not have children: it maps serially."""
+    return (cores() > 1 and "fork" in multiprocessing.get_all_start_methods()
+            and not multiprocessing.current_process().daemon)
 
 
 def _call(index: int):

@@ -25,13 +25,15 @@ class UnitError(ValueError):
 
 
 _MEMO: dict[tuple, "Dim"] = {}
+_INTERNED: dict[tuple, "Dim"] = {}
 
 
 class Dim:
     """Exponents over the declared base dimensions, in declaration order.
 
-    A catalog uses few distinct dimensions, so results are memoized and the hash is computed once:
-    Fraction arithmetic and hashing over eleven exponents would otherwise dominate checking."""
+    Interned (`Dim.of`: one object per exponent tuple, unpickling included) and arithmetic memoized:
+    a catalog uses few distinct dimensions, and with one object each, equality is identity. Fraction
+    arithmetic, hashing and comparison over eleven exponents would otherwise dominate checking."""
 
     __slots__ = ("exps", "_hash")
 
@@ -39,12 +41,21 @@ class Dim:
         self.exps = exps
         self._hash = hash(exps)
 
+    @staticmethod
+    def of(exps: tuple[Fraction, ...]) -> "Dim":
+        dim = _INTERNED.get(exps)
+        if dim is None:
+            dim = _INTERNED[exps] = Dim(exps)
+        return dim
+
+    def __reduce__(self):
+        return Dim.of, (self.exps,)
+
     def __hash__(self) -> int:
         return self._hash
 
     def __eq__(self, other) -> bool:
-        # Memoized arithmetic returns the same object for the same result: identity settles most comparisons.
-        return self is other or (isinstance(other, Dim) and self._hash == other._hash and self.exps == other.exps)
+        return self is other
 
     def __repr__(self) -> str:
         return f"Dim({self.exps})"
@@ -53,7 +64,7 @@ class Dim:
         key = (op, self, other)
         hit = _MEMO.get(key)
         if hit is None:
-            hit = _MEMO[key] = Dim(make())
+            hit = _MEMO[key] = Dim.of(make())
         return hit
 
     def __mul__(self, other: "Dim") -> "Dim":
@@ -85,8 +96,8 @@ class UnitSystem:
         self.ambiguous: dict[str, str] = {}
         n = len(base)
         for i, (_, symbol) in enumerate(base):
-            self.units[symbol] = Unit(1.0, Dim(tuple(Fraction(int(i == j)) for j in range(n))))
-        self.none = Dim(tuple(Fraction(0) for _ in range(n)))
+            self.units[symbol] = Unit(1.0, Dim.of(tuple(Fraction(int(i == j)) for j in range(n))))
+        self.none = Dim.of(tuple(Fraction(0) for _ in range(n)))
         self._cache: dict[str, Unit] = {}
 
     @classmethod
@@ -96,7 +107,7 @@ class UnitSystem:
         names = system.dimension_names
         for symbol, u in table["units"].items():
             exps = tuple(Fraction(u["dimension"].get(n, "0")) for n in names)
-            system.units[symbol] = Unit(u["scale"], Dim(exps))
+            system.units[symbol] = Unit(u["scale"], Dim.of(exps))
         system.ambiguous.update(table.get("ambiguous", {}))
         return system
 

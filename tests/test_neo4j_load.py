@@ -170,6 +170,48 @@ def test_idempotent_and_renamed_entries_disappear(neo4j_db, gpustack_cli, mini: 
     assert neo4j_db.run("MATCH ()-[e:FEEDS|DEFINES]->() RETURN count(e) AS n") == [{"n": 0}]
 
 
+def test_a_recompile_writes_only_what_changed(neo4j_db, real_manifest: dict) -> None:
+    neo4j_db.wipe()
+    first = neo4j_db.load(real_manifest)
+    assert first["unchanged_nodes"] == first["unchanged_relationships"] == 0
+    again = neo4j_db.load(real_manifest)
+    assert again["unchanged_nodes"] == again["nodes"] - 1  # all but the new Build
+    assert again["unchanged_relationships"] == again["relationships"]
+    assert (again["removed_nodes"], again["removed_relationships"]) == (1, 0)  # the old Build
+
+    # one variable's description and one preset's assignment change: the variable, the preset (its
+    # outgoing ASSIGNS edge changed), the presets table and that edge are written (and the Build)
+    edited = json.loads(json.dumps(real_manifest))
+    edited["variables"]["gpu.power.dynamic"]["description"] = "edited"
+    preset, var = next((n, v) for n, p in sorted(edited["presets"].items()) for v, a in sorted(p["assignments"].items())
+                       if not isinstance(a, dict))
+    edited["presets"][preset]["assignments"][var] = "12345"
+    res = neo4j_db.load(edited)
+    assert res["unchanged_nodes"] == res["nodes"] - 4 and res["unchanged_relationships"] == res["relationships"] - 1
+    assert neo4j_db.run("MATCH (v:Variable {name: 'gpu.power.dynamic'}) RETURN v.description AS d") == [{"d": "edited"}]
+    assert neo4j_db.run("MATCH (:Preset {name: $p})-[a:ASSIGNS]->(:Variable {name: $v}) RETURN a.value AS x",
+                        p=preset, v=var) == [{"x": "12345"}]
+    patched = snapshot(neo4j_db)
+    neo4j_db.wipe()
+    neo4j_db.load(edited)
+    assert snapshot(neo4j_db) == patched  # the graph a load writes whole
+
+    # edits by hand: a label or property added, an edge drawn go at the next compile; a value changed in
+    # place survives until the entry changes, or --force
+    neo4j_db.run("MATCH (v:Variable {name: 'gpu.power.dynamic'}) SET v:Extra, v.note = 'mine'")
+    neo4j_db.run("MATCH (v:Variable {name: 'par.ep'}) SET v.units = 'W'")
+    neo4j_db.run("MATCH (a:Variable {name: 'par.dp'}), (b:Relation) WITH a, b LIMIT 1 CREATE (a)-[:FEEDS]->(b)")
+    neo4j_db.load(edited)
+    assert snapshot(neo4j_db) != patched
+    assert neo4j_db.run("MATCH (v:Extra) RETURN count(v) AS n") == [{"n": 0}]
+    assert neo4j_db.run("MATCH (v:Variable {name: 'par.ep'}) RETURN v.units AS u") == [{"u": "W"}]
+    assert neo4j_db.run("MATCH (:Variable {name: 'par.dp'})-[e]->() RETURN count(e) AS n") == \
+        [{"n": sum(a == ("Variable", "par.dp") for _, rows in plan(edited).edges for a, _, _ in rows)}]
+    forced = neo4j_db.load(edited, force=True)
+    assert forced["unchanged_nodes"] == forced["unchanged_relationships"] == 0
+    assert snapshot(neo4j_db) == patched
+
+
 def test_failure_part_way_rolls_back(neo4j_db, mini: Path, tmp_path: Path, real_manifest: dict,
                                      monkeypatch) -> None:
     old = compile_catalog(mini, tmp_path / "build")
@@ -190,7 +232,7 @@ def test_failure_part_way_rolls_back(neo4j_db, mini: Path, tmp_path: Path, real_
 
     real_plan = neo4j_load.plan
     bad = real_plan(real_manifest)
-    bad.edges.append(("FEEDS", [{"a": ("Variable", "no.such.variable"), "b": ("Relation", "no.such.relation")}]))
+    bad.edges.append(("FEEDS", [(("Variable", "no.such.variable"), ("Relation", "no.such.relation"), {})]))
     monkeypatch.setattr(neo4j_load, "plan", lambda *a, **k: bad)
     with pytest.raises(InfrastructureError, match="rolled back.*previous graph is unchanged") as exc:
         neo4j_db.load(real_manifest)

@@ -13,25 +13,29 @@ Graph model (data flows along the arrows)::
 plus, on variables, the labels `:Root` and `:Leaf`, `:Sys_<system>` (the Browser style colours by system)
 and on roots `:Debt1`, `:Debt10` or `:Debt100` (root debt, the number of variables downstream, at least
 1, 10 or 100: GraSS sizes by label, not by property), and the properties `short` (the name without
-its system prefix) and `root_debt`. Every node and relationship carries the marker
-property `gpustack_load` (the id of the compile that wrote it); nodes without it are foreign.
+its system prefix) and `root_debt`. Every node and relationship carries the marker property
+`gpustack_load`, a digest of what the compile wrote into it (its labels and properties); nodes and
+relationships without it are foreign. The Build node's marker is the id of the compile.
 
 The tables make the graph a complete source: the engine reads them back (Neo4jSource.tables) instead
 of compiling a catalog. They are stored whole, by top-level key, so a part added to the manifest
 later is loaded without a change here.
 
 Atomicity: constraints and indexes are created first when missing (schema changes cannot share a
-transaction with data). Then ONE explicit transaction MERGEs every node and relationship in batches
-(`UNWIND $rows AS row MERGE ...`: one statement per label, relation kind or relationship type, the
-relationships addressed by the element ids the node statements returned), creates the new Build
-node, deletes whatever earlier compiles wrote that this one did not (renamed or removed entries, the
-old Build), checks the counts, and commits. Readers see the old graph until the commit; if the
-process fails or is killed before it, the server rolls the transaction back and the old graph
-stays as it was (tests/test_neo4j_load.py SIGKILLs a load in flight to show it).
+transaction with data). Then ONE explicit transaction reads which nodes and relationships the graph
+holds and with which digests, deletes those this compile does not write (renamed or removed entries,
+the old Build, edges drawn by hand), writes only the nodes and relationships that are new or whose
+digest changed (`UNWIND $rows AS row MERGE ...` in batches: one statement per label, relation kind or
+relationship type, the relationships addressed by element id), creates the new Build node, checks
+the counts, and commits. A recompile after a small edit therefore writes a few rows, not the graph.
+Readers see the old graph until the commit; if the process fails or is killed before it, the server
+rolls the transaction back and the old graph stays as it was (tests/test_neo4j_load.py SIGKILLs a
+load in flight to show it).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -45,7 +49,7 @@ from pathlib import Path
 from .. import manifest as mf
 from ..errors import InfrastructureError, InputError
 from ..source import GRAPH_PARTS, root_meta
-from .conn import (MARKER, Neo4jSettings, driver, query, relation_kind_labels, render, statements,
+from .conn import (MARKER, Neo4jSettings, driver, query, relation_kind_labels, statements,
                    translate)
 
 BATCH_SIZE = 2000
@@ -58,17 +62,19 @@ class LoadError(Exception):
 
 @dataclass
 class Plan:
-    """What one compile writes, as parameter rows, built without touching the database."""
+    """What one compile writes, as parameter rows, built without touching the database.
+
+    Every row's `props` carries its digest under MARKER: the load compares it with the graph's to
+    decide what to write."""
 
     load: str
-    nodes: list[tuple[str, list[dict]]] = field(default_factory=list)       # (label, rows)
-    relations: list[tuple[str, list[dict]]] = field(default_factory=list)   # (kind label, rows)
-    edges: list[tuple[str, list[dict]]] = field(default_factory=list)  # (type, [{a: (label, name), b, props}])
+    nodes: list[tuple[str, list[dict]]] = field(default_factory=list)  # (label, [{name, labels, props}])
+    edges: list[tuple[str, list[tuple]]] = field(default_factory=list)  # (type, [((label, name), (label, name), props)])
     build: dict = field(default_factory=dict)
 
     @property
     def node_count(self) -> int:
-        return sum(len(rows) for _, rows in self.nodes) + sum(len(rows) for _, rows in self.relations) + 1
+        return sum(len(rows) for _, rows in self.nodes) + 1
 
     @property
     def edge_count(self) -> int:
@@ -106,6 +112,21 @@ def _record(rec: object) -> str:
     return json.dumps(rec, sort_keys=True, ensure_ascii=False)
 
 
+def _digest(props: dict, *also: object) -> str:
+    """Properties hold only strings, numbers, booleans and lists of them (see _clean), whose repr is
+    exact and stable: cheaper than JSON for the same result."""
+    return hashlib.blake2b(repr((sorted(props.items()), also)).encode(), digest_size=16).hexdigest()
+
+
+def _node(name: str, labels: list[str], props: dict) -> dict:
+    """A node's row: its labels (the first is its kind of node) and its properties; `plan` sets the
+    marker once the node's outgoing relationships are known."""
+    return {"name": name, "labels": labels, "props": props}
+
+
+NO_PROPS = {MARKER: _digest({})}  # most relationships have no properties: one digest for them all
+
+
 def _expression_text(rel: dict) -> str:
     parts = rel.get("parts") or {}
     if set(parts) == {"expression"}:
@@ -135,10 +156,8 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
     references, systems = manifest.get("references", {}), manifest.get("systems", {})
     order = [d["name"] for d in (manifest.get("units") or {}).get("base_dimensions", [])]
 
-    p.nodes.append(("System", [{"name": n, "props": _clean({**s, "name": n, MARKER: load})}
-                               for n, s in sorted(systems.items())]))
-    p.nodes.append(("Reference", [{"name": k, "props": _clean({**{x: y for x, y in r.items()}, "name": k, "key": k,
-                                                               MARKER: load})}
+    p.nodes.append(("System", [_node(n, ["System"], _clean({**s, "name": n})) for n, s in sorted(systems.items())]))
+    p.nodes.append(("Reference", [_node(k, ["Reference"], _clean({**r, "name": k, "key": k}))
                                   for k, r in sorted(references.items())]))
     prefixes = {name: s.get("prefix") for name, s in systems.items()}
     debt = {r.name: r.weight for r in mf.graph_of(manifest).root_debt(root_meta(variables, None))}
@@ -146,7 +165,7 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
     for n, v in sorted(variables.items()):
         root = v.get("root") or {}
         prefix = prefixes.get(v.get("system"))
-        var_rows.append({"name": n, "labels": extra_labels(v, debt.get(n)), "props": _clean({
+        var_rows.append(_node(n, ["Variable", *extra_labels(v, debt.get(n))], _clean({
             "name": n, "short": n[len(prefix) + 1:] if prefix and n.startswith(prefix + ".") else n,
             "root_debt": debt.get(n), "system": v.get("system"), "units": v.get("units"), "scale": v.get("scale"),
             "dimension": dimension_text(v.get("dimension") or {}, order), "description": v.get("description"),
@@ -154,37 +173,37 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             "bounds": v.get("bounds"), "references": v.get("references") or [], "is_root": bool(v.get("is_root")),
             "is_leaf": bool(v.get("is_leaf")), "family": root.get("family"), "category": root.get("category"),
             "root_note": root.get("note"), "file": v.get("file"), "line": v.get("line"),
-            "record": _record(v), MARKER: load})})
+            "record": _record(v)})))
     p.nodes.append(("Variable", var_rows))
     presets = manifest.get("presets", {})
-    p.nodes.append(("Preset", [{"name": n, "props": _clean({
+    p.nodes.append(("Preset", [_node(n, ["Preset"], _clean({
         "name": n, "description": x.get("description"), "provenance": x.get("provenance"), "source": x.get("source"),
         "variants": x.get("variants"), "modes": x.get("modes"), "targets": x.get("targets"),
-        "references": x.get("references") or [], "file": x.get("file"), "line": x.get("line"), MARKER: load})}
+        "references": x.get("references") or [], "file": x.get("file"), "line": x.get("line")}))
         for n, x in sorted(presets.items())]))
-    p.nodes.append(("Constant", [{"name": n, "props": _clean({
+    p.nodes.append(("Constant", [_node(n, ["Constant"], _clean({
         "name": n, "value": c.get("value"), "units": c.get("units"), "si_value": c.get("si_value"),
         "dimension": dimension_text(c.get("dimension") or {}, order), "description": c.get("description"),
         "symbol": c.get("symbol"), "exact": c.get("exact"), "references": c.get("references") or [],
-        "file": c.get("file"), "line": c.get("line"), "record": _record(c), MARKER: load})}
+        "file": c.get("file"), "line": c.get("line"), "record": _record(c)}))
         for n, c in sorted(constants.items())]))
-    by_kind: dict[str, list[dict]] = {}
+    relation_rows = []
     for n, r in sorted(relations.items()):
         label = relation_kind_labels().get(r.get("kind"))
         if label is None:
             raise LoadError(f"relation `{n}` has unknown kind {r.get('kind')!r}")
-        by_kind.setdefault(label, []).append({"name": n, "props": _clean({
+        relation_rows.append(_node(n, ["Relation", label], _clean({
             "name": n, "kind": r["kind"], "system": r.get("system"), "defines": r.get("defines"),
             "inputs": r.get("inputs") or [], "constrains": r.get("constrains"),
             "expression": _expression_text(r), "canonical": r.get("canonical"), "latex": r.get("latex"),
             "description": r.get("description"), "variant": r.get("variant"), "leaves_out": r.get("leaves_out"),
             "validity": r.get("validity"),
             "references": r.get("references") or [], "dimension_checked": r.get("dimension_checked"),
-            "file": r.get("file"), "line": r.get("line"), "record": _record(r), MARKER: load})})
-    p.relations = sorted(by_kind.items())
+            "file": r.get("file"), "line": r.get("line"), "record": _record(r)})))
+    p.nodes.append(("Relation", relation_rows))
 
     # Keys sorted as in build/manifest.json: some outputs follow a table's key order (a preset's targets).
-    p.nodes.append(("Table", [{"name": k, "props": {"name": k, "json": _record(v), MARKER: load}}
+    p.nodes.append(("Table", [_node(k, ["Table"], {"name": k, "json": _record(v)})
                               for k, v in sorted(manifest.items()) if k not in GRAPH_PARTS]))
 
     def label_of(name: str, where: str) -> str:
@@ -197,7 +216,8 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
     edges: dict[str, list[dict]] = {}
 
     def add(kind: str, src_label: str, src: str, dst_label: str, dst: str, props: dict | None = None) -> None:
-        edges.setdefault(kind, []).append({"a": (src_label, src), "b": (dst_label, dst), "props": props or {}})
+        edges.setdefault(kind, []).append(((src_label, src), (dst_label, dst),
+                                           {**props, MARKER: _digest(props)} if props else NO_PROPS))
 
     for e in manifest.get("edges", []):
         kind, src, dst = e["type"], e["source"], e["target"]
@@ -231,6 +251,19 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
             # '500 W' or a number as written; a sourced value's fields (value, units, sd, reference) as they are
             add("ASSIGNS", "Preset", n, "Variable", var, _clean(value if isinstance(value, dict) else {"value": value}))
     p.edges = sorted(edges.items())
+
+    # A node's marker covers its labels, its properties and its outgoing relationships, so a node whose
+    # marker (and degree) is unchanged keeps its relationships as they are: the load reads and writes
+    # relationships only around the nodes that changed.
+    out: dict[tuple[str, str], list] = {}
+    for rel_type, rows in p.edges:
+        for a, b, props in rows:
+            out.setdefault(a, []).append((rel_type, b, props[MARKER]))
+    for label, rows in p.nodes:
+        for row in rows:
+            edges_out = sorted(out.get((label, row["name"]), []))
+            row["props"][MARKER] = _digest(row["props"], row["labels"], edges_out)
+            row["degree"] = len(edges_out)
 
     build = dict(build or {})
     p.build = _clean({
@@ -278,7 +311,8 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
     """Replace the graph in Neo4j with `manifest`, atomically. Returns what was loaded.
 
     Refuses (InputError, exit 2) when the database holds nodes gpustack did not write, unless
-    `force` (then they are deleted with the old graph, in the same transaction).
+    `force` (then they are deleted with the old graph, in the same transaction, and every node and
+    relationship is rewritten, not only those that changed).
     """
     settings = settings or Neo4jSettings.resolve()
     t0 = time.monotonic()
@@ -327,52 +361,105 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
 
 
 def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress | None) -> dict:
-    """Everything in one transaction: MERGE the new graph, sweep the old one, check, commit."""
-    load = p.load
+    """Everything in one transaction: write what is new or changed, delete what this compile does not
+    write, check, commit. Stale nodes go last: deleted nodes left in the transaction's state slow down
+    every write after them."""
     tx = session.begin_transaction()
     try:
         removed_foreign = 0
         if force:
             removed_foreign = _written(tx.run(query("load_sweep_foreign")))
 
-        ids: dict[tuple[str, str], str] = {}  # (label, name) -> element id of the node written
-
-        def run(step: str, text: str, rows: list, key: str = "rows", label: str | None = None) -> None:
-            done = 0
+        def run(step: str, name: str, rows: list, key: str = "rows") -> list:
+            """Rows in batches; every row must be written (a missing node shows as a short count)."""
+            records, done = [], 0
             for batch in _batches(rows, batch_size):
-                record = tx.run(text, {key: batch, "load": load}).single()
+                record = tx.run(query(name), {key: batch}).single()
                 n = int(record["written"]) if record is not None else 0
                 if n != len(batch):
                     raise LoadError(f"{step}: wrote {n} of {len(batch)} rows (a node it needs is missing)")
-                if label is not None:
-                    ids.update(((label, name), eid) for name, eid in record["ids"])
+                records.append(record)
                 done += len(batch)
                 if progress:
                     progress(step, done, len(rows))
+            return records
 
+        edges_before = _written(tx.run(query("load_edge_count")))
+        kinds = {label for label, _ in p.nodes}
+        wanted = {(label, row["name"]) for label, rows in p.nodes for row in rows}
+        # A node is rewritten unless its digest, labels, number of properties and of outgoing relationships
+        # are the ones this compile would write (--force rewrites all: values edited by hand then go too).
+        held: dict[tuple[str, str], tuple[str, object]] = {}  # (label, name) -> (element id, what it holds)
+        stale = []
+        for rec in tx.run(query("load_graph_nodes")):
+            labels = [label for label in rec["labels"] if label in kinds]
+            node = (labels[0], rec["name"]) if len(labels) == 1 else None
+            if node in wanted and node not in held:
+                holds = None if force else (rec["digest"], sorted(rec["labels"]), rec["keys"], rec["degree"])
+                held[node] = (rec["id"], holds)
+            else:
+                stale.append(rec["id"])  # the previous Build among them
+
+        ids = {node: eid for node, (eid, _) in held.items()}  # (label, name) -> element id of the node
+        dirty: set[tuple[str, str]] = set()  # nodes written: only their outgoing relationships can differ
         for label, rows in p.nodes:
-            text = query("load_variables") if label == "Variable" else render("load_nodes", label=label)
-            run(label, text, rows, label=label)
-        kinds = tuple(relation_kind_labels().values())
-        for kind, rows in p.relations:
-            run(f"Relation:{kind}", render("load_relations", kind=kind, kinds=kinds), rows, label="Relation")
+            new, changed = [], []
+            for row in rows:
+                eid, holds = held.get((label, row["name"]), (None, None))
+                if eid is None:
+                    new.append(row)
+                elif holds != (row["props"][MARKER], sorted(row["labels"]), len(row["props"]), row["degree"]):
+                    changed.append({"id": eid, "labels": row["labels"], "props": row["props"]})
+                else:
+                    continue
+                dirty.add((label, row["name"]))
+            for record in run(label, "load_create_nodes", new):
+                ids.update(((kind, name), eid) for kind, name, eid in record["ids"])
+            run(label, "load_update_nodes", changed)
+        unchanged_nodes = p.node_count - 1 - len(dirty)
+
+        have: dict[tuple[str, str, str], tuple[str, object]] = {}  # (type, a, b) -> (element id, what it holds)
+        stale_edges = []
+        rewritten = [held[node][0] for node in dirty if node in held]
+        for batch in _batches(rewritten, batch_size):
+            for rec in tx.run(query("load_graph_edges"), ids=batch):
+                edge = (rec["type"], rec["a"], rec["b"])
+                if edge in have:
+                    stale_edges.append(rec["id"])
+                else:
+                    have[edge] = (rec["id"], None if force else (rec["digest"], rec["keys"]))
+        unchanged_edges, created_edges = p.edge_count, 0
         for rel_type, rows in p.edges:
-            try:
-                by_id = [{"a": ids[row["a"]], "b": ids[row["b"]], "props": row["props"]} for row in rows]
-            except KeyError as exc:
-                raise LoadError(f"{rel_type}: no node {exc.args[0]} was written") from None
-            run(f"[:{rel_type}]", render("load_edges", type=rel_type), by_id)
-        removed_nodes = _written(tx.run(query("load_sweep_nodes"), load=load))
-        removed_edges = _written(tx.run(query("load_sweep_edges"), load=load))
-        n = _written(tx.run(query("load_build"), props=p.build))
-        if n != 1:
+            new, changed = [], []
+            for a, b, props in rows:
+                if a not in dirty:
+                    continue
+                try:
+                    edge = (rel_type, ids[a], ids[b])
+                except KeyError as exc:
+                    raise LoadError(f"{rel_type}: no node {exc.args[0]} was written") from None
+                eid, holds = have.pop(edge, (None, None))
+                if eid is None:
+                    new.append({"type": rel_type, "a": edge[1], "b": edge[2], "props": props})
+                elif holds != (props[MARKER], len(props)):
+                    changed.append({"id": eid, "props": props})
+                else:
+                    continue
+                unchanged_edges -= 1
+            run(f"[:{rel_type}]", "load_edges", new)
+            run(f"[:{rel_type}]", "load_edge_props", changed)
+            created_edges += len(new)
+        gone = set(stale)  # their relationships go with them
+        stale_edges += [eid for (_, _, b), (eid, _) in have.items() if b not in gone]
+        run("stale relationships", "load_delete_edges", stale_edges, key="ids")
+        run("stale nodes", "load_delete_nodes", stale, key="ids")
+
+        if _written(tx.run(query("load_build"), props=p.build)) != 1:
             raise LoadError("the Build node was not written")
-        if progress:
-            progress("sweep", 1, 1)
-        counts = tx.run(query("load_counts"), load=load).single()
-        if counts["ours"] != p.node_count or counts["nodes"] != p.node_count:
+        counts = tx.run(query("load_counts")).single()
+        if counts["foreign"] or counts["nodes"] != p.node_count:
             raise LoadError(f"expected {p.node_count} nodes after the load, found {counts['nodes']} "
-                            f"({counts['ours']} from this compile)")
+                            f"({counts['foreign']} not from gpustack)")
         if counts["relationships"] != p.edge_count:
             raise LoadError(f"expected {p.edge_count} relationships after the load, found {counts['relationships']}")
         tx.commit()
@@ -383,6 +470,7 @@ def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress 
             except Exception:  # noqa: BLE001 - the server rolls back on its own when the connection goes
                 pass
         raise
-    return {"nodes": counts["nodes"], "relationships": counts["relationships"], "load": load,
-            "removed_nodes": removed_nodes, "removed_relationships": removed_edges,
-            "removed_foreign": removed_foreign}
+    return {"nodes": counts["nodes"], "relationships": counts["relationships"], "load": p.load,
+            "removed_nodes": len(stale), "removed_relationships": edges_before + created_edges - counts["relationships"],
+            "removed_foreign": removed_foreign, "unchanged_nodes": unchanged_nodes,
+            "unchanged_relationships": unchanged_edges}

@@ -568,7 +568,7 @@ def start(
             os.replace(log, log.with_name(log.name + ".1"))
         cmd = [
             java,
-            f"-Xms{min(_mib(heap), 256)}m",
+            f"-Xms{heap}",
             f"-Xmx{heap}",
             *_JVM_FLAGS,
             *shlex.split(os.environ.get("GPUSTACK_NEO4J_JVM_OPTS", "")),

@@ -45,7 +45,8 @@ def compile_(ctx: typer.Context, as_json: bool = JsonOpt,
              database: str = typer.Option(None, "--database", help="Neo4j database (default $NEO4J_DATABASE, "
                                           "else the server's default)."),
              force: bool = typer.Option(False, "--force", help="Load even into a database holding nodes gpustack "
-                                        "did not create (they are deleted).")) -> None:
+                                        "did not create (they are deleted), and rewrite every node and "
+                                        "relationship, unchanged ones too (undoes edits made by hand).")) -> None:
     """Check the catalog and write build/manifest.json (the embedded default; no server needed)."""
     from ..compiled import compile_catalog
     from .neo4j import load_manifest, reject_stray_options
