@@ -9,7 +9,6 @@ from .evaluation import by_name, sympify, truth
 
 class Approximation(RelationKind):
     name = "approximation"
-    label = "Approximation"
     role = CONDITIONAL
 
     def parts(self, spec):

@@ -25,7 +25,6 @@ Parts = dict[str, tuple[str, bool]]  # part label -> (expression text, whether i
 
 class RelationKind:
     name: ClassVar[str]
-    label: ClassVar[str]  # the relation's second label in Neo4j
     role: ClassVar[str] = EXACT
     # The unknown of a fixed point or an ODE appears in its own definition without being an input of it.
     defines_itself: ClassVar[bool] = False

@@ -8,7 +8,6 @@ from .evaluation import EvaluationContext, sympify, truth
 
 class Constraint(RelationKind):
     name = "constraint"
-    label = "Constraint"
     role = CONSTRAINT
 
     def parts(self, spec):

@@ -13,7 +13,6 @@ RK4_STEPS = 1000
 
 class Differential(RelationKind):
     name = "differential"
-    label = "Differential"
     defines_itself = True
 
     def parts(self, spec):

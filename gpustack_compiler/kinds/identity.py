@@ -7,7 +7,6 @@ from .base import RelationKind
 
 class Identity(RelationKind):
     name = "identity"
-    label = "Identity"
 
     def equation(self, rel, ctx):
         return ctx.expr(rel, "expression")

@@ -13,7 +13,6 @@ from .evaluation import Outcome, num, resolved_inputs
 
 class Iterative(RelationKind):
     name = "iterative"
-    label = "Iterative"
     defines_itself = True
 
     def parts(self, spec):

@@ -10,7 +10,6 @@ from .evaluation import Outcome, by_name, num, substitute, sympify
 
 class Piecewise(RelationKind):
     name = "piecewise"
-    label = "Piecewise"
 
     def parts(self, spec):
         parts = {}

@@ -12,7 +12,6 @@ PREFIX = "parameters."
 
 class Stochastic(RelationKind):
     name = "stochastic"
-    label = "Stochastic"
 
     def parts(self, spec):
         return {PREFIX + key: (text, False) for key, text in spec.parameters.items()}

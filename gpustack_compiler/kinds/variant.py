@@ -8,7 +8,6 @@ from .identity import Identity
 
 class Variant(Identity):
     name = "variant"
-    label = "Variant"
     role = KEYED
 
     def record(self, spec, inputs):

@@ -29,20 +29,17 @@ ACQUIRE_TIMEOUT = 5.0  # seconds for a connection from the pool, all included: w
 # Python's last-resort handler would print them on stderr next to our one-line error.
 logging.getLogger("neo4j").addHandler(logging.NullHandler())
 
-# Labels and relationship types the compiler writes: the only ones ever put into query text.
-NODE_LABELS = frozenset({"Variable", "Constant", "Relation", "System", "Reference", "Preset", "Table", "Build",
-                         "Root", "Leaf"})
-REL_TYPES = frozenset({"FEEDS", "DEFINES", "CONSTRAINS", "IN_SYSTEM", "CITES", "ASSIGNS"})
 MARKER = "gpustack_load"  # property on every node and relationship the compiler writes
 
 
 @cache
 def relation_kind_labels() -> dict[str, str]:
-    """Relation kind -> the label each kind's module gives it, in the catalog's order of kinds. Imported
-    when first asked: the kinds carry sympy, which commands that only talk to the server never need."""
-    from ..kinds import KINDS
+    """Relation kind -> its label in Neo4j (the kind's name capitalised: `identity` -> `:Identity`), in the
+    catalog's order of kinds. From the file models, not the kinds' modules: those carry sympy, a second
+    of imports that a load has no use for."""
+    from ..models import RELATION_KINDS
 
-    return {name: kind.label for name, kind in KINDS.items()}
+    return {name: name.capitalize() for name in RELATION_KINDS}
 
 
 @dataclass(frozen=True)
@@ -146,25 +143,3 @@ def statements(name: str) -> list[str]:
     """The `;`-separated statements of a .cypher file (for files holding several, like the schema)."""
     text = "\n".join(line for line in query(name).splitlines() if not line.lstrip().startswith("//"))
     return [s.strip() for s in text.split(";") if s.strip()]
-
-
-_PLACEHOLDER = re.compile(r"__([A-Z_]+)__")
-
-
-def render(name: str, **labels: str | tuple[str, ...]) -> str:
-    """Fill `__LABEL__`-style placeholders of a load statement with allowlisted labels or types only; a
-    tuple of labels fills one as `A:B:C`."""
-    text = query(name)
-    allowed = NODE_LABELS | REL_TYPES | set(relation_kind_labels().values())
-
-    def sub(m: re.Match) -> str:
-        key = m.group(1).lower()
-        if key not in labels:
-            raise KeyError(f"{name}.cypher: no value for placeholder {m.group(0)}")
-        values = labels[key] if isinstance(labels[key], tuple) else (labels[key],)
-        for value in values:
-            if value not in allowed:
-                raise ValueError(f"{value!r} is not an allowed label or relationship type")
-        return ":".join(values)
-
-    return _PLACEHOLDER.sub(sub, text)

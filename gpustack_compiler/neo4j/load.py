@@ -14,23 +14,25 @@ plus, on variables, the labels `:Root` and `:Leaf`, `:Sys_<system>` (the Browser
 and on roots `:Debt1`, `:Debt10` or `:Debt100` (root debt, the number of variables downstream, at least
 1, 10 or 100: GraSS sizes by label, not by property), and the properties `short` (the name without
 its system prefix) and `root_debt`. Every node and relationship carries the marker property
-`gpustack_load`, a digest of what the compile wrote into it (its labels and properties); nodes and
-relationships without it are foreign. The Build node's marker is the id of the compile.
+`gpustack_load`, a digest of what the compile wrote into it (a node's digest covers its labels, its
+properties and its outgoing relationships); nodes and relationships without it are foreign. The Build
+node's marker is the id of the compile.
 
 The tables make the graph a complete source: the engine reads them back (Neo4jSource.tables) instead
 of compiling a catalog. They are stored whole, by top-level key, so a part added to the manifest
 later is loaded without a change here.
 
 Atomicity: constraints and indexes are created first when missing (schema changes cannot share a
-transaction with data). Then ONE explicit transaction reads which nodes and relationships the graph
-holds and with which digests, deletes those this compile does not write (renamed or removed entries,
-the old Build, edges drawn by hand), writes only the nodes and relationships that are new or whose
-digest changed (`UNWIND $rows AS row MERGE ...` in batches: one statement per label, relation kind or
-relationship type, the relationships addressed by element id), creates the new Build node, checks
-the counts, and commits. A recompile after a small edit therefore writes a few rows, not the graph.
-Readers see the old graph until the commit; if the process fails or is killed before it, the server
-rolls the transaction back and the old graph stays as it was (tests/test_neo4j_load.py SIGKILLs a
-load in flight to show it).
+transaction with data). Then ONE explicit transaction reads the digests of the nodes the graph holds,
+creates the nodes that are new and rewrites those whose digest (or labels, property count or degree,
+which an edit by hand changes) differs, diffs the outgoing relationships of the rewritten nodes only,
+deletes what this compile does not write (renamed or removed entries, the old Build, edges drawn by
+hand), creates the new Build node, checks the counts, and commits. A recompile after a small edit
+therefore writes a few rows, not the graph. Statements run in batches (`UNWIND $rows AS row ...`),
+labels and relationship types are parameters (dynamic labels), nodes and relationships are
+addressed by element id. Readers see the old graph until the commit; if the process fails or is
+killed before it, the server rolls the transaction back and the old graph stays as it was
+(tests/test_neo4j_load.py SIGKILLs a load in flight to show it).
 """
 
 from __future__ import annotations
@@ -95,17 +97,21 @@ def _clean(props: dict) -> dict:
     """Neo4j properties: no nulls (absent instead), no maps (JSON text instead)."""
     out = {}
     for k, v in props.items():
+        kind = type(v)
         if v is None:
             continue
-        if isinstance(v, dict):
+        if kind is dict:
             v = json.dumps(v, sort_keys=True, ensure_ascii=False)
-        elif isinstance(v, (list, tuple)):
-            if any(isinstance(x, (dict, list, tuple)) or x is None for x in v):
+        elif kind is list or kind is tuple:
+            if any(x is None or type(x) in _NESTED for x in v):
                 v = json.dumps(v, sort_keys=True, ensure_ascii=False)
-            else:
+            elif kind is tuple:
                 v = list(v)
         out[k] = v
     return out
+
+
+_NESTED = (dict, list, tuple)
 
 
 def _record(rec: object) -> str:
