@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 
 _ENCODE = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode

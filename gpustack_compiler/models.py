@@ -550,6 +550,9 @@ class CalibrationFitFile(Strict):
     parameters: Annotated[list[FitParameter], Field(min_length=1, description="In the order they are fitted.")]
     held: list[HeldValue] = Field(default_factory=list)
     components: ComponentFit | None = None
+    preset: Annotated[Name, Field(description=(
+        "The preset the end-to-end fit writes. A run naming it and a generation's GPU preset takes that "
+        "generation's component preset right after it, in every command."))] = "calibration"
 
 
 Limit = Annotated[Union[float, Name], Field(description="A variable of the same units, or a number in its units.")]

@@ -1,11 +1,14 @@
 """check and compile: load, validate, graph checks, manifest. The whole result is cached by the
-catalog's content hash, so a second run on an unchanged catalog only hashes files; the heavy
-modules (pydantic models, sympy, networkx) are imported only on a cache miss."""
+catalog's content hash and the compiler's own source, so a second run on an unchanged catalog only
+hashes files (and a result an older compiler cached is not reused); the heavy modules (pydantic
+models, sympy, networkx) are imported only on a cache miss."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +23,16 @@ if TYPE_CHECKING:
     from .graph import CatalogGraph
 
 GENERATOR = "gpustack-compiler 0.1.0"
+
+
+@cache
+def _compiler_digest() -> str:
+    """The compiler's source files, hashed: a manifest cached before the compiler changed is stale."""
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
 
 
 @dataclass
@@ -99,8 +112,9 @@ def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cac
         raise InputError(f"build directory {build_dir} is not a directory", "pass --build-dir DIR")
     catalog_hash, _ = content_hash(catalog_dir, extra=GENERATOR + mf.SCHEMA_VERSION)
     cache = _cache_dir(build_dir) if build_dir and use_cache else None
+    key = hashlib.sha256((catalog_hash + _compiler_digest()).encode()).hexdigest()[:32]
     if cache is not None:
-        hit = _cached(cache, catalog_hash, build_dir if write_manifest else None, need_manifest)
+        hit = _cached(cache, key, catalog_hash, build_dir if write_manifest else None, need_manifest)
         if hit is not None:
             return hit
     from .catalog import load_catalog
@@ -124,18 +138,18 @@ def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cac
     if write_manifest and text is not None:
         _write(text, build_dir)
     if cache is not None:
-        _store(cache, catalog_hash, cat.findings, text)
+        _store(cache, key, cat.findings, text)
     # The manifest as written (keys sorted), so a fresh compile and a cached one are the same object.
     return Result(cat.findings, json.loads(text) if text is not None else None, catalog_hash)
 
 
-def _cached(cache: Path, catalog_hash: str, write_to: Path | None, need_manifest: bool) -> Result | None:
+def _cached(cache: Path, key: str, catalog_hash: str, write_to: Path | None, need_manifest: bool) -> Result | None:
     try:
-        stored = json.loads((cache / f"result-{catalog_hash}.json").read_text())
+        stored = json.loads((cache / f"result-{key}.json").read_text())
         findings = Findings.from_dicts(stored["findings"])
         manifest = None
         if stored["has_manifest"] and (need_manifest or write_to is not None):
-            text = (cache / f"manifest-{catalog_hash}.json").read_text(encoding="utf-8")
+            text = (cache / f"manifest-{key}.json").read_text(encoding="utf-8")
             if write_to is not None:
                 _write(text, write_to)
             manifest = json.loads(text) if need_manifest else None
@@ -148,11 +162,11 @@ def _write(text: str, build_dir: Path) -> None:
     write_text(build_dir / "manifest.json", text)
 
 
-def _store(cache: Path, catalog_hash: str, findings: Findings, text: str | None) -> None:
+def _store(cache: Path, key: str, findings: Findings, text: str | None) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     for old in [*cache.glob("result-*.json"), *cache.glob("manifest-*.json")]:
         old.unlink(missing_ok=True)
     if text is not None:
-        write_text(cache / f"manifest-{catalog_hash}.json", text)
-    write_text(cache / f"result-{catalog_hash}.json",
+        write_text(cache / f"manifest-{key}.json", text)
+    write_text(cache / f"result-{key}.json",
                json.dumps({"findings": [f.to_dict() for f in findings.items], "has_manifest": text is not None}))

@@ -35,6 +35,17 @@ def test_real_catalog_checks_clean(build: Path) -> None:
     assert data["errors"] == 0
 
 
+def test_a_result_cached_by_another_compiler_is_not_reused(tmp_path: Path, monkeypatch) -> None:
+    from gpustack_compiler import pipeline
+
+    catalog, build = mini_catalog(tmp_path), tmp_path / "build"
+    assert not pipeline.run(catalog, build, write_manifest=False).cached
+    assert pipeline.run(catalog, build, write_manifest=False).cached
+    monkeypatch.setattr(pipeline, "_compiler_digest", lambda: "a newer compiler")
+    fresh = pipeline.run(catalog, build, write_manifest=False)
+    assert not fresh.cached and fresh.manifest is not None
+
+
 def test_compile_writes_deterministic_manifest(build: Path, tmp_path: Path) -> None:
     first = gp(build, "compile", "--json")
     assert first.returncode == 0, first.stderr
@@ -44,7 +55,7 @@ def test_compile_writes_deterministic_manifest(build: Path, tmp_path: Path) -> N
     second = run_cli("--catalog", str(CATALOG), "--build-dir", str(other), "compile", "--json")
     assert (other / "manifest.json").read_text() == text  # cold build in another process, byte-identical
     manifest = json.loads(text)
-    assert manifest["schema_version"] == "1.2"
+    assert manifest["schema_version"] == "1.3"
     assert manifest["catalog_hash"] == info["catalog_hash"] == json.loads(second.stdout)["catalog_hash"]
     rel = manifest["relations"]["econ.cost.per_token.ratio"]
     assert rel["inputs"] == ["econ.run.total_cost", "training.total_tokens"] and rel["latex"]

@@ -10,7 +10,6 @@ import pytest
 
 from gpustack_compiler.errors import InputError
 from gpustack_sim import Engine
-from gpustack_sim.analyses.validate import generation_presets
 from gpustack_sim.engine.observation import load_observations
 from helpers import CATALOG, REPO, gp
 
@@ -18,14 +17,12 @@ OBSERVATIONS = REPO / "data" / "observations"
 NEMO = OBSERVATIONS / "nemo2407_dgx_h100.yaml"
 NARAYANAN = OBSERVATIONS / "narayanan2021_table1.yaml"
 COMPONENTS = OBSERVATIONS / "azure_components.yaml"
-# H100 rows need two values no datasheet gives (the README's `validate --assign` example).
-H100_GAPS = {"mem.l2.bytes_per_clk_datasheet": "5120 B", "link.inter.cable_length": "100 m"}
 
 
 # ---- FP8 precision -------------------------------------------------------------------------------------
 
 def test_fp8_preset_resolves_the_nemo_rows(engine: Engine) -> None:
-    result = engine.validate(NEMO, samples=2, assign=H100_GAPS)
+    result = engine.validate(NEMO, samples=2)  # no assignment: H100 rows resolve from presets
     assert result.unresolved == []
     assert sorted(r["id"] for r in result.rows) == sorted(i.obs.id for i in load_observations([NEMO]))
     assert all(r["predicted"] > 0 for r in result.rows)
@@ -165,11 +162,24 @@ def test_unknown_generation_is_refused_at_its_line(build: Path, tmp_path: Path) 
     assert str(path) in res.stderr and not list(tmp_path.glob("calibration_*.yaml"))
 
 
-def test_validate_applies_a_generation_preset_where_one_is_applied(engine: Engine) -> None:
+def test_every_command_applies_a_generation_preset_after_the_end_to_end_calibration(engine: Engine) -> None:
+    known = engine.scenarios.presets
     nemo = load_observations([NEMO])[0].run
     a100 = load_observations([NARAYANAN])[0].run
-    assert generation_presets(engine.scenarios, engine.facts, nemo) == ["calibration_h100"]
-    assert generation_presets(engine.scenarios, engine.facts, a100) == []  # A100 keeps the end-to-end fit
+    presets = engine.facts.run_presets(nemo.with_extras(presets=["calibration"]), known)
+    assert presets[presets.index("calibration") + 1] == "calibration_h100"
+    assert "calibration_h100" not in engine.facts.run_presets(nemo, known)  # only with the end-to-end fit
+    assert not {"calibration_a100", "calibration_h100"} & set(
+        engine.facts.run_presets(a100.with_extras(presets=["calibration"]), known))  # A100 keeps the end-to-end fit
+    # the README run names the end-to-end calibration: its estimate takes the H100 fit
+    readme = Engine.load_run(REPO / "runs" / "llama70b_1024xh100.yaml")
+    est = engine.estimate(readme, samples=20)
+    assert est.presets[est.presets.index("calibration") + 1] == "calibration_h100"
+    # and an evaluation row's run with the end-to-end calibration resolves to what validate predicts
+    row = next(r for r in engine.validate(NEMO, samples=2).rows if r["id"] == "nemo2407-llama3-70b-64-gpus")
+    run = next(i.obs.run for i in load_observations([NEMO]) if i.obs.id == row["id"])
+    scenario = engine.run_scenario(run.with_extras(presets=["calibration"]))
+    assert engine.resolve(row["target"], scenario).value == pytest.approx(row["predicted"], rel=1e-9)
 
 
 def test_a100_narayanan_panel_stays_within_five_percent(engine: Engine) -> None:

@@ -19,7 +19,6 @@ from gpustack_compiler.errors import InputError
 from ..engine.facts import Facts
 from ..engine.observation import load_observations, require_split
 from ..engine.resolver import ResolveError, Resolver
-from ..engine.run import RunSpec
 from ..engine.scenario import ScenarioBuilder
 from . import scoring
 from .estimate import fitted_distributions, intervals
@@ -109,14 +108,6 @@ def fitted_ids(scenarios: ScenarioBuilder, presets: Sequence[str]) -> set[str]:
     return out
 
 
-def generation_presets(scenarios: ScenarioBuilder, facts: Facts, run: RunSpec) -> list[str]:
-    """The component calibration presets of the hardware generations whose GPU presets the run names, where
-    `gpustack calibrate --components` has written one: applied after the end-to-end calibration."""
-    named = set(run.presets_in_order())
-    return [g.preset for g in facts.generations.values()
-            if g.applied and named & set(g.gpu_presets) and g.preset in scenarios.presets]
-
-
 def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], *,
              presets: Sequence[str] = (), assign: Mapping[str, object] | None = None, samples: int = 2000,
              seed: int = 0, calibration: str | None = "calibration", default_dir: Path | None = None,
@@ -126,9 +117,10 @@ def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sourc
     rows, unresolved = gather(scenarios, facts, sources, default_dir, references)
     runs = {}
     for r in rows:
-        mine = [*([calibration] if calibration else []), *generation_presets(scenarios, facts, r.run), *presets]
+        mine = [*([calibration] if calibration else []), *presets]
         runs[r.id] = r.run.with_extras(presets=[p for p in mine if p not in r.run.presets_in_order()], assign=assign)
-    leaked = sorted(i for r in rows for i in set(r.ids) & fitted_ids(scenarios, runs[r.id].presets_in_order()))
+    leaked = sorted(i for r in rows for i in set(r.ids)
+                    & fitted_ids(scenarios, facts.run_presets(runs[r.id], scenarios.presets)))
     if leaked:
         raise InputError(f"validate refuses {len(leaked)} observation(s) the active calibration was fitted to: "
                          f"{', '.join(leaked[:5])}" + (" ..." if len(leaked) > 5 else ""),

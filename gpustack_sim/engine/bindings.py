@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import typing
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-
 from typing import Annotated
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -151,7 +151,11 @@ class RunFields:
     """Typed view of the run-field bindings; every field path is checked against the run-file model
     (training runs by default; serving runs for catalog/bindings/serve_fields.yaml)."""
 
-    def __init__(self, table: dict, run_model: type[BaseModel] = RunSpec):
+    def __init__(self, table: dict, run_model: type[BaseModel] = RunSpec,
+                 presets: Callable[[RunSpec, Collection[str]], list[str]] | None = None):
+        """`presets(run, known)`: the presets a run's scenario applies, in order (Facts.run_presets); by
+        default the run's own."""
+        self._presets = presets or (lambda run, known: run.presets_in_order())
         file = table["file"]
         self.variables = [_entry(FieldBinding, b, file) for b in table["variables"]]
         self.modes = [_entry(ModeRule, r, file) for r in table["modes"]]
@@ -193,8 +197,9 @@ class RunFields:
         return assignments, modes
 
     def scenario(self, scenarios: ScenarioBuilder, run: RunSpec) -> Scenario:
-        """The scenario a run describes: its presets in order, the values and modes its fields set, then
-        its own assignments, variant selections and modes."""
+        """The scenario a run describes: its presets in order (with its generation's component calibration,
+        see Facts.run_presets), the values and modes its fields set, then its own assignments, variant
+        selections and modes."""
         assignments, modes = self.bind(run)
-        return scenarios.build(run.presets_in_order(), {**assignments, **run.assign}, run.variants,
+        return scenarios.build(self._presets(run, scenarios.presets), {**assignments, **run.assign}, run.variants,
                                [*modes, *run.modes], origin=f"run {run.name}")

@@ -5,6 +5,7 @@ catalog names only from here, never from their own code.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -110,7 +111,22 @@ class Facts:
 
     @cached_property
     def run_fields(self) -> RunFields:
-        return RunFields(self._table("run_fields"))
+        return RunFields(self._table("run_fields"), presets=self.run_presets)
+
+    def run_presets(self, run, known: Collection[str]) -> list[str]:
+        """A run's presets in order, with the component calibration of each hardware generation whose GPU
+        presets it names right after the end-to-end calibration preset when it names that one too
+        (catalog/bindings/calibration_fit.yaml): estimate, sweep and validate then agree for the same run.
+        `known`: the catalog's presets (a generation's is there once `calibrate --components` wrote it)."""
+        presets = run.presets_in_order()
+        fit = self._bindings.get("calibration_fit")
+        if fit is None or fit["preset"] not in presets:
+            return presets
+        named = set(presets)
+        extra = [g.preset for g in self.generations.values()
+                 if g.applied and named & set(g.gpu_presets) and g.preset in known and g.preset not in named]
+        at = presets.index(fit["preset"]) + 1
+        return [*presets[:at], *extra, *presets[at:]]
 
     @cached_property
     def figures(self) -> list[tuple[str, str]]:
@@ -140,7 +156,7 @@ class Facts:
         for r in t.get("requirements", []):
             kind = next(k for k in ("at_most", "at_least", "below") if k in r)
             requirements.append(Requirement(r["label"], r["variable"], kind, r[kind]))
-        return Serving(RunFields(self._table("serve_fields"), ServeRunSpec),
+        return Serving(RunFields(self._table("serve_fields"), ServeRunSpec, self.run_presets),
                        [(f["label"], f["variable"]) for f in t["figures"]], tuple(requirements),
                        {k: Objective(o["variable"], o["best"]) for k, o in t["objectives"].items()})
 
