@@ -48,7 +48,7 @@ class RowModels:
                 scenario = scenarios.build(c.presets, c.assign, c.variants, origin=row.where)
             else:
                 scenario = fields.scenario(scenarios, row.run)
-                scenario.assignments.update(held_at.assignments)
+            scenario.assignments.update(held_at.assignments)
             try:
                 res = resolver.resolve(row.target, scenario.holding(roots))
             except ResolveError as exc:
@@ -362,10 +362,11 @@ def component_calibrations(resolver: Resolver, scenarios: ScenarioBuilder, facts
                             f"gpustack calibrate --components on data/observations ({', '.join(files)})",
                             min(refs, key=lambda ref: (-refs[ref], ref)), files, observations_hash(mine),
                             tuple(i.obs.id for i in mine), tuple(i.obs.source.reference for i in mine))
-        models = RowModels(resolver, scenarios, facts.run_fields, rows, facts.component_parameters, (),
-                           identified_only=True)
+        held = {h.root for h in gen.held}
+        params = tuple(p for p in facts.component_parameters if not held & set(p.roots))
+        models = RowModels(resolver, scenarios, facts.run_fields, rows, params, gen.held, identified_only=True)
         if not models.params:
             raise InputError(f"generation {key}: its benchmarks depend on none of the component parameters",
                              "catalog/bindings/calibration_fit.yaml, components.parameters")
-        out.append(_calibration(models, evidence, (), gen.preset))
+        out.append(_calibration(models, evidence, gen.held, gen.preset))
     return out
