@@ -67,7 +67,7 @@ def test_unfused_attention_keeps_its_own_efficiency(engine: Engine) -> None:
                                                  "arch.attn.qk_head_dim": 128, "arch.attn.context_fraction": 1,
                                                  "kernel.attn.flash": 0})
     res = engine.resolve("kernel.attn.efficiency", s)
-    ridge = 312e12 / engine.resolve("mem.hbm.bandwidth", s).value
+    ridge = engine.resolve("gpu.peak_flops", s).value / engine.resolve("mem.hbm.bandwidth", s).value
     intensity = 2 * 2048**2 * 256 / (2 * (2048 * 2 * 256 + 4 * 2048**2))
     large = engine.resolve("kernel.attn.efficiency_large", s).value
     assert res.value == pytest.approx(large * min(1, intensity / ridge), rel=1e-6)
