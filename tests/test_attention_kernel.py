@@ -101,3 +101,16 @@ def test_fitted_model_reproduces_the_kernel_benchmarks(h100_fit: dict) -> None:
     # Unmasked FlashAttention-2 at head dimension 64 and 256 saturates where the fit says.
     fa2 = [abs(r["error"]) for i, r in rows.items() if "-fa2-" in i and "noncausal" in i and "hd128" not in i]
     assert max(fa2) < 0.07
+
+
+def test_flash_backward_recomputes_one_of_the_two_forward_matmuls(engine: Engine) -> None:
+    # FlashAttention's backward runs 5 matmuls against the forward's 2 (2.5x the forward FLOPs, the convention
+    # its benchmarks are counted in): the step charges the forward, twice it for the gradients, and half of it
+    # recomputed; selective recomputation reruns the whole forward on top.
+    for recompute, flash, factor in (("none", True, 0.5), ("selective", True, 1.5), ("selective", False, 1.0),
+                                     ("none", False, 0.0), ("full", True, 1.5)):
+        spec = load_run(REPO / "runs" / "llama70b_1024xh100.yaml",
+                        [f"layout.recompute={recompute}", f"kernels.flash_attention={str(flash).lower()}"])
+        s = engine.facts.run_fields.scenario(engine.scenarios, spec)
+        fwd = engine.resolve("arch.flops.attn_fwd_per_token", s).value
+        assert engine.resolve("par.recompute.attn_flops_per_token", s).value == pytest.approx(factor * fwd, rel=1e-12)
