@@ -195,7 +195,12 @@ class Evidence:
 
     def reference_of(self, depends: list[frozenset], key: str) -> str:
         votes = Counter(ref for ref, keys in zip(self.row_references, depends) if key in keys)
-        return min(votes, key=lambda ref: (-votes[ref], ref)) if votes else self.reference
+        return most_cited(votes) if votes else self.reference
+
+
+def most_cited(votes: Counter) -> str:
+    """The source cited by most rows (the first by name among equals), so the choice is deterministic."""
+    return min(votes, key=lambda ref: (-votes[ref], ref))
 
 
 # The calibration data folder (CSV) that predates observations: kept so an outside folder can be fitted.
@@ -360,7 +365,7 @@ def component_calibrations(resolver: Resolver, scenarios: ScenarioBuilder, facts
                        "on log(predicted / measured); each parameter on its own. Never fitted to end-to-end runs.")
         evidence = Evidence(f"component benchmarks of generation {key}", description,
                             f"gpustack calibrate --components on data/observations ({', '.join(files)})",
-                            min(refs, key=lambda ref: (-refs[ref], ref)), files, observations_hash(mine),
+                            most_cited(refs), files, observations_hash(mine),
                             tuple(i.obs.id for i in mine), tuple(i.obs.source.reference for i in mine))
         held = {h.root for h in gen.held}
         params = tuple(p for p in facts.component_parameters if not held & set(p.roots))
