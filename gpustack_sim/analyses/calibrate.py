@@ -219,6 +219,7 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
     (scale, units) of a root with units, whose fitted value (in base units) is written in its declared unit;
     `depends`: the parameter keys each row depends on, which say whose source a fitted value cites."""
     ref = evidence.reference
+    refs = sorted({*evidence.references(), *(h.reference for h in held if h.reference)})
     lines = ["# yaml-language-server: $schema=../../schemas/presets.schema.json",
              f"# Written by `gpustack calibrate`; do not edit by hand. Fitted only to {evidence.scope}.",
              "presets:", f"  - name: {name}",
@@ -226,7 +227,7 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
              *(f"      {line}" for line in evidence.description),
              "    provenance: fitted",
              f"    source: {evidence.source}",
-             f"    references: [{', '.join(evidence.references())}]",
+             f"    references: [{', '.join(refs)}]",
              "    fit:",
              "      method: Levenberg-Marquardt on log residuals; sd from the residual variance and the Jacobian",
              f"      data: [{', '.join(evidence.files)}]",
@@ -250,7 +251,7 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
                          f"reference: {evidence.reference_of(depends or [], p.key)}, note: \"{note}\"}}")
     for h in held:
         lines.append(f"      {h.root}: {{value: {h.value:g}, units: \"{h.units}\", "
-                     f"reference: {ref}, note: \"held fixed in the fit: {h.reason}\"}}")
+                     f"reference: {h.reference or ref}, note: \"held fixed in the fit: {h.reason}\"}}")
     return "\n".join(lines) + "\n"
 
 

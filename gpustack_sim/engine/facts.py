@@ -69,6 +69,7 @@ class Held:
     value: float
     units: str
     reason: str
+    reference: str | None = None  # the first source the binding gives for the value, if any
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ class MeasuredRuns:
 
 
 def _held(entries: list[dict]) -> tuple[Held, ...]:
-    return tuple(Held(h["variable"], h["value"], h["units"], h["reason"]) for h in entries)
+    return tuple(Held(h["variable"], h["value"], h["units"], h["reason"], (h.get("references") or [None])[0])
+                 for h in entries)
 
 
 class Facts:
