@@ -161,6 +161,13 @@ def _calibration_fit(c: _Checker) -> None:
     for i, g in enumerate(comp.generations):
         for j, name in enumerate(g.gpu_presets):
             c.preset(("components", "generations", i, "gpu_presets", j), name)
+        for j, h in enumerate(g.held):
+            loc = ("components", "generations", i, "held", j)
+            c.name((*loc, "variable"), h.variable)
+            c.value((*loc, "value"), h.variable, m.Quantity(value=h.value, units=h.units))
+            c.refs(loc, h.references, f"held value {h.variable}")
+        c.unique([(("components", "generations", i, "held", j, "variable"), h.variable)
+                  for j, h in enumerate(g.held)], "held root")
 
 
 def _serve_figures(c: _Checker) -> None:

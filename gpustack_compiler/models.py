@@ -527,6 +527,9 @@ class Generation(Strict):
         "Whether `gpustack validate` applies the preset to runs of this generation (after the end-to-end "
         "calibration); false keeps the end-to-end calibration alone, for the reason given."))] = True
     reason: str | None = None
+    held: list[HeldValue] = Field(default_factory=list, description=(
+        "Component roots this generation's measurements cannot identify (one sequence length cannot separate "
+        "an overhead from an efficiency): held at a stated value in its fit and written into its preset."))
 
     @model_validator(mode="after")
     def _reason_when_not_applied(self) -> "Generation":

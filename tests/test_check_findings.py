@@ -124,6 +124,14 @@ CASES = [
     ("binding.duplicate", *binding("calibration_fit", "parameters:\n"
                                    "  - {key: eff, roots: [training.t_compute], initial: 1, low: 0, high: 2}\n"
                                    "held:\n  - {variable: training.t_compute, value: 1, units: s, reason: r}\n"), 5),
+    # A generation's held root is checked like the end-to-end ones, at its own line.
+    ("binding.unknown-variable", *binding("calibration_fit", "parameters:\n"
+                                          "  - {key: eff, roots: [training.t_compute], initial: 1, low: 0, high: 2}\n"
+                                          "components:\n  parameters:\n"
+                                          "    - {key: c, roots: [training.t_step], initial: 1, low: 0, high: 2}\n"
+                                          "  generations:\n    - key: g\n      gpu_presets: [p]\n      preset: q\n"
+                                          "      held:\n        - {variable: training.t_stepp, value: 1, units: s,"
+                                          " reason: r}\n"), 12),
     ("schema.invalid", *binding("run_fields", "variables:\n  - {field: layers, variable: training.t_compute, "
                                 "read: enumeration}\n"), 3),
     ("preset.unknown-variant", "presets/p.yaml",

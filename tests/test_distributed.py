@@ -109,6 +109,29 @@ def test_estimate_intervals_are_the_same_on_any_number_of_workers(real_engine: E
     assert any("p5" in f and f["p5"] < f["p95"] for f in estimate["figures"])
 
 
+def test_a_sampler_sent_to_a_worker_computes_bit_for_bit_the_same(real_engine: Engine, monkeypatch):
+    # Unpickling a sympy tree re-evaluates it (a number distributed over a sum), which reorders floating-point
+    # operations; the sampler must arrive as it left.
+    import cloudpickle
+
+    samplers = []
+    run_chunks = uncertainty.Sampler.run
+
+    def keep(self, n, backend=None, progress=None):
+        samplers.append(self)
+        return run_chunks(self, n, backend, progress)
+
+    monkeypatch.setattr(uncertainty.Sampler, "run", keep)
+    real_engine.estimate(real_engine.load_run(RUN), 500, 5)
+    assert samplers
+    for sampler in samplers:
+        here = sampler.chunk(0, 500)
+        there = cloudpickle.loads(cloudpickle.dumps(sampler)).chunk(0, 500)
+        assert here.keys() == there.keys()
+        for target in here:
+            np.testing.assert_array_equal(here[target], there[target], err_msg=target)
+
+
 def test_simulate_replications_are_the_same_on_any_number_of_workers(real_engine: Engine, clients):
     run = real_engine.load_run(RUN)
     params = real_engine.job_parameters(run)[0]

@@ -11,6 +11,7 @@ the ids it was fitted on, which `validate` then refuses to score.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,7 @@ class RowModels:
                 scenario = scenarios.build(c.presets, c.assign, c.variants, origin=row.where)
             else:
                 scenario = fields.scenario(scenarios, row.run)
-                scenario.assignments.update(held_at.assignments)
+            scenario.assignments.update(held_at.assignments)
             try:
                 res = resolver.resolve(row.target, scenario.holding(roots))
             except ResolveError as exc:
@@ -185,6 +186,21 @@ class Evidence:
     files: tuple[str, ...]
     digest: str
     observations: tuple[str, ...] = ()
+    # The source of each row, in row order, when rows cite more than one: each fitted value then carries the
+    # source of most of the rows that depend on it.
+    row_references: tuple[str, ...] = ()
+
+    def references(self) -> list[str]:
+        return sorted({self.reference, *self.row_references})
+
+    def reference_of(self, depends: list[frozenset], key: str) -> str:
+        votes = Counter(ref for ref, keys in zip(self.row_references, depends) if key in keys)
+        return most_cited(votes) if votes else self.reference
+
+
+def most_cited(votes: Counter) -> str:
+    """The source cited by most rows (the first by name among equals), so the choice is deterministic."""
+    return min(votes, key=lambda ref: (-votes[ref], ref))
 
 
 # The calibration data folder (CSV) that predates observations: kept so an outside folder can be fitted.
@@ -197,10 +213,13 @@ FOLDER_EVIDENCE = (
 
 def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, params: tuple[Parameter, ...],
                      held: tuple[Held, ...], name: str = "calibration",
-                     declared: dict[str, tuple[float, str]] | None = None) -> str:
+                     declared: dict[str, tuple[float, str]] | None = None,
+                     depends: list[frozenset] | None = None) -> str:
     """The calibration preset, written by hand so the file is stable byte for byte. `declared`: root ->
-    (scale, units) of a root with units, whose fitted value (in base units) is written in its declared unit."""
+    (scale, units) of a root with units, whose fitted value (in base units) is written in its declared unit;
+    `depends`: the parameter keys each row depends on, which say whose source a fitted value cites."""
     ref = evidence.reference
+    refs = sorted({*evidence.references(), *(h.reference for h in held if h.reference)})
     lines = ["# yaml-language-server: $schema=../../schemas/presets.schema.json",
              f"# Written by `gpustack calibrate`; do not edit by hand. Fitted only to {evidence.scope}.",
              "presets:", f"  - name: {name}",
@@ -208,7 +227,7 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
              *(f"      {line}" for line in evidence.description),
              "    provenance: fitted",
              f"    source: {evidence.source}",
-             f"    references: [{ref}]",
+             f"    references: [{', '.join(refs)}]",
              "    fit:",
              "      method: Levenberg-Marquardt on log residuals; sd from the residual variance and the Jacobian",
              f"      data: [{', '.join(evidence.files)}]",
@@ -229,10 +248,10 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
                 "" if sd is not None else "; as many unknowns as measurements of its own: exactly determined, no spread"
                 if p.key in result.exact else "; stopped at its bound, not identified")
             lines.append(f"      {root}: {{value: {result.values[p.key] / scale:.6g}{unit}{spread}, "
-                         f"reference: {ref}, note: \"{note}\"}}")
+                         f"reference: {evidence.reference_of(depends or [], p.key)}, note: \"{note}\"}}")
     for h in held:
         lines.append(f"      {h.root}: {{value: {h.value:g}, units: \"{h.units}\", "
-                     f"reference: {ref}, note: \"held fixed in the fit: {h.reason}\"}}")
+                     f"reference: {h.reference or ref}, note: \"held fixed in the fit: {h.reason}\"}}")
     return "\n".join(lines) + "\n"
 
 
@@ -306,7 +325,7 @@ def _calibration(models: RowModels, evidence: Evidence, held: tuple[Held, ...], 
     stats = errors(result.predicted, measured)
     declared = {r: (v.scale, v.units) for p in models.params for r in p.roots
                 for v in [models.resolver.variable(r)] if v.units != "1"}
-    text = calibration_yaml(result, stats, evidence, len(rows), models.params, held, name, declared)
+    text = calibration_yaml(result, stats, evidence, len(rows), models.params, held, name, declared, models.depends)
     table = [{"id": r.id, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m,
               "low": r.low, "high": r.high, "within_uncertainty": r.low <= p <= r.high}
              for r, m, p in zip(rows, measured, result.predicted)]
@@ -339,22 +358,21 @@ def component_calibrations(resolver: Resolver, scenarios: ScenarioBuilder, facts
         if gen is None:
             raise InputError(f"{mine[0].where}: component.generation: no generation `{key}` in "
                              "catalog/bindings/calibration_fit.yaml", f"one of: {', '.join(sorted(facts.generations))}")
-        refs = sorted({i.obs.source.reference for i in mine})
-        if len(refs) != 1:
-            raise InputError(f"generation {key}: component benchmarks cite {len(refs)} sources ({', '.join(refs)}); "
-                             "a preset's fitted values carry one reference")
+        refs = Counter(i.obs.source.reference for i in mine)
         rows = [observation_row(i, scenarios, facts.measured_runs) for i in mine]
         files = tuple(sorted({i.file.name for i in mine}))
         description = (f"Kernel and memory efficiencies of hardware generation {key} ({', '.join(gen.gpu_presets)}),",
                        "fitted to the component benchmarks listed under fit.observations, by damped Gauss-Newton",
                        "on log(predicted / measured); each parameter on its own. Never fitted to end-to-end runs.")
         evidence = Evidence(f"component benchmarks of generation {key}", description,
-                            f"gpustack calibrate --components on data/observations ({', '.join(files)})", refs[0],
-                            files, observations_hash(mine), tuple(i.obs.id for i in mine))
-        models = RowModels(resolver, scenarios, facts.run_fields, rows, facts.component_parameters, (),
-                           identified_only=True)
+                            f"gpustack calibrate --components on data/observations ({', '.join(files)})",
+                            most_cited(refs), files, observations_hash(mine),
+                            tuple(i.obs.id for i in mine), tuple(i.obs.source.reference for i in mine))
+        held = {h.root for h in gen.held}
+        params = tuple(p for p in facts.component_parameters if not held & set(p.roots))
+        models = RowModels(resolver, scenarios, facts.run_fields, rows, params, gen.held, identified_only=True)
         if not models.params:
             raise InputError(f"generation {key}: its benchmarks depend on none of the component parameters",
                              "catalog/bindings/calibration_fit.yaml, components.parameters")
-        out.append(_calibration(models, evidence, (), gen.preset))
+        out.append(_calibration(models, evidence, gen.held, gen.preset))
     return out

@@ -12,6 +12,7 @@ and the quantity parser, never evaluated.
 from __future__ import annotations
 
 import functools
+import pickle
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import cloudpickle
 import numpy as np
 import sympy
+from sympy.core.parameters import evaluate
 
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.limits import MAX_SAMPLES, refuse_over
@@ -178,7 +180,15 @@ class Sampler:
         self._fns: dict | None = None
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_fns": None}
+        # Unpickling rebuilds a sympy tree evaluated (a number distributed over a sum, ...), which reorders its
+        # floating-point operations: the targets travel as bytes and are rebuilt unevaluated, so a worker
+        # computes bit for bit what this process does.
+        return {**self.__dict__, "_fns": None, "targets": cloudpickle.dumps(self.targets)}
+
+    def __setstate__(self, state: dict) -> None:
+        with evaluate(False):
+            state["targets"] = pickle.loads(state["targets"])
+        self.__dict__.update(state)
 
     def chunk(self, index: int, n: int) -> dict[str, np.ndarray]:
         if self._fns is None:

@@ -70,6 +70,7 @@ class Held:
     value: float
     units: str
     reason: str
+    reference: str | None = None  # the first source the binding gives for the value, if any
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class Generation:
     gpu_presets: tuple[str, ...]
     preset: str
     applied: bool = True  # whether validate applies the preset to runs of this generation
+    held: tuple[Held, ...] = ()  # roots its measurements cannot identify, held at stated values
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,11 @@ class MeasuredRuns:
     presets: list[str]
     assign: dict[str, object]
     flop_conventions: dict[str, str]  # variable -> how it counts FLOPs (model, hardware, megatron_recompute)
+
+
+def _held(entries: list[dict]) -> tuple[Held, ...]:
+    return tuple(Held(h["variable"], h["value"], h["units"], h["reason"], (h.get("references") or [None])[0])
+                 for h in entries)
 
 
 class Facts:
@@ -180,13 +187,13 @@ class Facts:
     @cached_property
     def generations(self) -> dict[str, Generation]:
         comp = self._table("calibration_fit").get("components") or {}
-        return {g["key"]: Generation(g["key"], tuple(g["gpu_presets"]), g["preset"], g.get("applied", True))
+        return {g["key"]: Generation(g["key"], tuple(g["gpu_presets"]), g["preset"], g.get("applied", True),
+                                     _held(g.get("held", [])))
                 for g in comp.get("generations", [])}
 
     @cached_property
     def held(self) -> tuple[Held, ...]:
-        return tuple(Held(h["variable"], h["value"], h["units"], h["reason"])
-                     for h in self._table("calibration_fit")["held"])
+        return _held(self._table("calibration_fit")["held"])
 
     @cached_property
     def measured_runs(self) -> MeasuredRuns:
