@@ -172,11 +172,7 @@ class Sampler:
 
     def __init__(self, symbols: list, dists: list[Distribution], targets: dict[str, Resolution], seed: int):
         self.symbols, self.dists, self.seed = symbols, dists, seed
-        # sympy rebuilds an expression when it is unpickled (its constructors flatten and reorder arguments),
-        # which changes the order of floating-point operations: the targets are compiled from the rebuilt form
-        # here as on a Dask worker, so a run agrees to the last bit on any number of workers.
-        self.targets = cloudpickle.loads(cloudpickle.dumps({t: Symbolic(r.symbolic, r.stages)
-                                                            for t, r in targets.items()}))
+        self.targets = {t: Symbolic(r.symbolic, r.stages) for t, r in targets.items()}
         self._fns: dict | None = None
 
     def __getstate__(self) -> dict:
