@@ -120,8 +120,12 @@ def _record(rec: object) -> str:
 
 def _digest(props: dict, *also: object) -> str:
     """Properties hold only strings, numbers, booleans and lists of them (see _clean), whose repr is
-    exact and stable: cheaper than JSON for the same result."""
-    return hashlib.blake2b(repr((sorted(props.items()), also)).encode(), digest_size=16).hexdigest()
+    exact and stable: cheaper than JSON for the same result. The record (the longest text) is hashed
+    as it is, not through repr."""
+    small = sorted(item for item in props.items() if item[0] != "record")
+    h = hashlib.blake2b(repr((small, also)).encode(), digest_size=16)
+    h.update(props.get("record", "").encode())
+    return h.hexdigest()
 
 
 def _node(name: str, labels: list[str], props: dict) -> dict:
