@@ -47,36 +47,34 @@ def test_same_symbolic_result_with_missing_roots(resolvers) -> None:
     assert a.missing == b.missing and a.missing and a.expression == b.expression
 
 
-def test_same_estimate_of_the_readme_run(resolvers) -> None:
-    # The whole estimate, intervals and boundaries included, from either source.
+def _estimates(resolvers, run_file: str, samples: int) -> tuple[dict, dict]:
+    """The whole estimate of a run file (a training or a serving run) from Neo4j and from the manifest."""
     from pathlib import Path
 
-    from gpustack_sim.analyses.estimate import estimate
+    from gpustack_sim.analyses.estimate import estimate, serve_estimate
     from gpustack_sim.engine.facts import Facts
     from gpustack_sim.engine.run import load_run
+    from gpustack_sim.engine.serve_run import ServeRunSpec
 
     neo, mem, scenarios = resolvers
     facts = Facts(Tables.parse(mem.source.tables()))
-    run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
-    a, b = estimate(neo, scenarios, facts, run, 500, 1), estimate(mem, scenarios, facts, run, 500, 1)
-    assert a.to_dict() == b.to_dict()
-    assert any(f["leaves_out"] for f in a.to_dict()["figures"])
+    run = load_run(Path(__file__).resolve().parent.parent / "runs" / run_file)
+    fn = serve_estimate if isinstance(run, ServeRunSpec) else estimate
+    return fn(neo, scenarios, facts, run, samples, 1).to_dict(), fn(mem, scenarios, facts, run, samples, 1).to_dict()
+
+
+def test_same_estimate_of_the_readme_run(resolvers) -> None:
+    # The whole estimate, intervals and boundaries included, from either source.
+    a, b = _estimates(resolvers, "llama70b_1024xh100.yaml", 500)
+    assert a == b
+    assert any(f["leaves_out"] for f in a["figures"])
 
 
 def test_same_estimate_of_a_serving_run(resolvers) -> None:
     # A serving run's whole estimate, intervals and violated checks included, from either source.
-    from pathlib import Path
-
-    from gpustack_sim.analyses.estimate import serve_estimate
-    from gpustack_sim.engine.facts import Facts
-    from gpustack_sim.engine.run import load_run
-
-    neo, mem, scenarios = resolvers
-    facts = Facts(Tables.parse(mem.source.tables()))
-    run = load_run(Path(__file__).resolve().parent.parent / "runs" / "serve_mixtral8x7b_8xh100.yaml")
-    a, b = serve_estimate(neo, scenarios, facts, run, 300, 1), serve_estimate(mem, scenarios, facts, run, 300, 1)
-    assert a.to_dict() == b.to_dict()
-    assert all(f["value"] is not None for f in a.to_dict()["figures"])
+    a, b = _estimates(resolvers, "serve_mixtral8x7b_8xh100.yaml", 300)
+    assert a == b
+    assert all(f["value"] is not None for f in a["figures"])
 
 
 def test_same_estimate_of_a_run_with_the_architecture_and_overlap_fields(resolvers) -> None:
