@@ -15,8 +15,10 @@ and on roots `:Debt1`, `:Debt10` or `:Debt100` (root debt, the number of variabl
 1, 10 or 100: GraSS sizes by label, not by property), and the properties `short` (the name without
 its system prefix) and `root_debt`. Every node and relationship carries the marker property
 `gpustack_load`, a digest of what the compile wrote into it (a node's digest covers its labels, its
-properties and its outgoing relationships); nodes and relationships without it are foreign. The Build
-node's marker is the id of the compile.
+properties and its outgoing relationships); nodes without it are foreign. A relationship carries it only
+when it has properties (an assignment's value): the tens of thousands without any would each store the
+same digest, and an edge drawn by hand changes its source node's degree, so the load finds it anyway. The
+Build node's marker is the id of the compile.
 
 The tables make the graph a complete source: the engine reads them back (Neo4jSource.tables) instead
 of compiling a catalog. They are stored whole, by top-level key, so a part added to the manifest
@@ -44,6 +46,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -120,9 +123,10 @@ def _record(rec: object) -> str:
 
 def _digest(props: dict, *also: object) -> str:
     """Properties hold only strings, numbers, booleans and lists of them (see _clean), whose repr is
-    exact and stable: cheaper than JSON for the same result. The record (the longest text) is hashed
-    as it is, not through repr."""
-    small = sorted(item for item in props.items() if item[0] != "record")
+    exact and stable: cheaper than JSON for the same result. Their order is the fixed order `plan`
+    writes them in, so they need no sorting (another gpustack version may order them differently: its
+    loads then rewrite the nodes once). The record (the longest text) is hashed as it is, not through repr."""
+    small = [item for item in props.items() if item[0] != "record"]
     h = hashlib.blake2b(repr((small, also)).encode(), digest_size=16)
     h.update(props.get("record", "").encode())
     return h.hexdigest()
@@ -134,7 +138,7 @@ def _node(name: str, labels: list[str], props: dict) -> dict:
     return {"name": name, "labels": labels, "props": props}
 
 
-NO_PROPS = {MARKER: _digest({})}  # most relationships have no properties: one digest for them all
+NO_PROPS: dict = {}  # most relationships: no properties, no marker (see the module's docstring)
 
 
 def _expression_text(rel: dict) -> str:
@@ -268,7 +272,7 @@ def plan(manifest: dict, build: dict | None = None, load: str | None = None) -> 
     out: dict[tuple[str, str], list] = {}
     for rel_type, rows in p.edges:
         for a, b, props in rows:
-            out.setdefault(a, []).append((rel_type, b, props[MARKER]))
+            out.setdefault(a, []).append((rel_type, b, props.get(MARKER)))
     for label, rows in p.nodes:
         for row in rows:
             edges_out = sorted(out.get((label, row["name"]), []))
@@ -331,10 +335,18 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
     build = {"manifest_hash": manifest_hash, "loaded_by": loaded_by,
              "compiled_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
              "catalog_commit": catalog_commit(catalog) or "unknown"}
-    try:
-        p = plan(manifest, build)
-    except LoadError as exc:
-        raise InputError(f"cannot load the manifest into Neo4j: {exc}") from None
+    # The plan is pure Python and the first reads wait on the server: on two cores they overlap. It is
+    # awaited before anything is written.
+    pool = ThreadPoolExecutor(max_workers=1)
+    planned = pool.submit(plan, manifest, build)
+    pool.shutdown(wait=False)
+
+    def the_plan() -> Plan:
+        try:
+            return planned.result()
+        except LoadError as exc:
+            raise InputError(f"cannot load the manifest into Neo4j: {exc}") from None
+
     drv = driver(settings)
     in_tx = False
     try:
@@ -350,10 +362,11 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
                 schema = statements("schema")
                 present = set(session.run(query("schema_present")).single()["names"])
                 if not all(re.search(r"\b(gpustack_\w+)", stmt).group(1) in present for stmt in schema):
+                    the_plan()
                     for stmt in schema:
                         session.run(stmt).consume()
                 in_tx = True
-                result = _load_tx(session, p, force, batch_size, progress)
+                result = _load_tx(session, the_plan, force, batch_size, progress)
     except LoadError as exc:
         raise InfrastructureError(f"loading into Neo4j at {settings.where} failed and was rolled back; "
                                   f"the previous graph is unchanged: {exc}") from None
@@ -370,15 +383,19 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
             "seconds": round(time.monotonic() - t0, 3), **result}
 
 
-def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress | None) -> dict:
-    """Everything in one transaction: write what is new or changed, delete what this compile does not
-    write, check, commit. Stale nodes go last: deleted nodes left in the transaction's state slow down
-    every write after them."""
+def _load_tx(session, the_plan: Callable[[], Plan], force: bool, batch_size: int,
+             progress: Progress | None) -> dict:
+    """Everything in one transaction: read what the graph holds, then (once `the_plan` is ready) write
+    what is new or changed, delete what this compile does not write, check, commit. Stale nodes go last:
+    deleted nodes left in the transaction's state slow down every write after them."""
     tx = session.begin_transaction()
     try:
+        graph_nodes = list(tx.run(query("load_graph_nodes")))
+        p = the_plan()
         removed_foreign = 0
         if force:
             removed_foreign = _written(tx.run(query("load_sweep_foreign")))
+        edges_before = _written(tx.run(query("load_edge_count")))
 
         def run(step: str, name: str, rows: list, key: str = "rows") -> list:
             """Rows in batches; every row must be written (a missing node shows as a short count)."""
@@ -394,14 +411,13 @@ def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress 
                     progress(step, done, len(rows))
             return records
 
-        edges_before = _written(tx.run(query("load_edge_count")))
         kinds = {label for label, _ in p.nodes}
         wanted = {(label, row["name"]) for label, rows in p.nodes for row in rows}
         # A node is rewritten unless its digest, labels, number of properties and of outgoing relationships
         # are the ones this compile would write (--force rewrites all: values edited by hand then go too).
         held: dict[tuple[str, str], tuple[str, object]] = {}  # (label, name) -> (element id, what it holds)
         stale = []
-        for rec in tx.run(query("load_graph_nodes")):
+        for rec in graph_nodes:
             labels = [label for label in rec["labels"] if label in kinds]
             node = (labels[0], rec["name"]) if len(labels) == 1 else None
             if node in wanted and node not in held:
@@ -451,7 +467,7 @@ def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress 
                 eid, holds = have.pop(edge, (None, None))
                 if eid is None:
                     new.append({"type": rel_type, "a": edge[1], "b": edge[2], "props": props})
-                elif holds != (props[MARKER], len(props)):
+                elif holds != (props.get(MARKER), len(props)):
                     changed.append({"id": eid, "props": props})
                 else:
                     continue
