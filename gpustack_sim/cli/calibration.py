@@ -47,8 +47,8 @@ def calibrate_cmd(ctx: typer.Context,
 
 def _report(cal, target: Path) -> list[str]:
     stats, digest = cal.stats, cal.data_sha256
-    lines = [f"preset {cal.preset}:", f"{'id':<40}{'measured':>11}{'predicted':>11}{'error':>9}"]
-    lines += [f"{t['id']:<40}{t['measured']:>11.4g}{t['predicted']:>11.4g}{100 * t['error']:>8.1f}%"
+    lines = [f"preset {cal.preset}:", f"{'id':<46}{'measured':>11}{'predicted':>11}{'error':>9}"]
+    lines += [f"{t['id']:<46}{t['measured']:>11.4g}{t['predicted']:>11.4g}{100 * t['error']:>8.1f}%"
               + ("" if t["within_uncertainty"] else "  outside its uncertainty") for t in cal.rows]
     lines.append(f"in-sample: MAPE {100 * stats['mape']:.1f}%, max |error| {100 * stats['max_abs_error']:.1f}%, "
                  f"signed bias {100 * stats['bias']:+.1f}%")
