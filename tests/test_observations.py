@@ -236,7 +236,7 @@ def test_validate_result_is_typed_and_the_plot_deterministic(engine: Engine, tmp
 
     result = engine.validate(write(tmp_path / "obs.yaml", *entries(NARAYANAN)[:3]), samples=50)
     assert isinstance(result, Validation) and set(result.to_dict()) == {
-        "sources", "calibration", "panels", "overall", "rows", "unresolved"}
+        "sources", "calibration", "panels", "overall", "rows", "unresolved", "superseded"}
     plot(result, tmp_path / "a.png")
     plot(result, tmp_path / "b.png")
     data = (tmp_path / "a.png").read_bytes()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,7 @@ from gpustack_compiler.models import Quantity
 
 from ..engine.bindings import RunFields
 from ..engine.facts import Facts, Held, Parameter
-from ..engine.observation import Loaded, require_split
+from ..engine.observation import Loaded, in_force, require_split
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.run import RunSpec
 from ..engine.scenario import ScenarioBuilder
@@ -189,6 +189,8 @@ class Evidence:
     # The source of each row, in row order, when rows cite more than one: each fitted value then carries the
     # source of most of the rows that depend on it.
     row_references: tuple[str, ...] = ()
+    # Observations among those given that a later one supersedes: not fitted to, named in the report.
+    skipped: tuple[str, ...] = ()
 
     def references(self) -> list[str]:
         return sorted({self.reference, *self.row_references})
@@ -268,11 +270,12 @@ class Calibration:
     iterations: int
     preset_text: str
     preset: str = "calibration"  # the preset's name (a generation's own for component calibrations)
+    skipped: list[str] = field(default_factory=list)  # superseded observations given but not fitted to
 
     def to_dict(self) -> dict:
         return {"preset_name": self.preset, "data": self.data, "parameters": self.parameters, "rows": self.rows,
                 **self.stats, "data_sha256": self.data_sha256, "observations": self.observations,
-                "iterations": self.iterations}
+                "iterations": self.iterations, "superseded_skipped": self.skipped}
 
 
 def folder_rows(data_dir: Path, facts: Facts, presets: set[str]) -> tuple[list[Row], Evidence]:
@@ -292,6 +295,7 @@ def observation_rows(items: list[Loaded], scenarios: ScenarioBuilder, facts: Fac
     if not items:
         raise InputError("no calibration observations given", "pass observation files, or see data/observations")
     require_split(items, "calibration", "calibrate")
+    items, superseded = in_force(items)
     benchmarks = [i for i in items if i.obs.component is not None]
     if benchmarks:
         raise InputError(f"{benchmarks[0].where}: `{benchmarks[0].obs.id}` is a component benchmark; fit those "
@@ -315,7 +319,7 @@ def observation_rows(items: list[Loaded], scenarios: ScenarioBuilder, facts: Fac
                    "one group share one fitted value.")
     source = f"gpustack calibrate on data/observations ({', '.join(files)})"
     return rows, Evidence("calibration observations", description, source, refs[0], files, observations_hash(items),
-                          tuple(i.obs.id for i in items))
+                          tuple(i.obs.id for i in items), skipped=tuple(i.obs.id for i in superseded))
 
 
 def _calibration(models: RowModels, evidence: Evidence, held: tuple[Held, ...], name: str) -> Calibration:
@@ -332,7 +336,7 @@ def _calibration(models: RowModels, evidence: Evidence, held: tuple[Held, ...], 
     parameters = {k: {"value": v, "sd": result.sds[k], "exactly_determined": k in result.exact}
                   for k, v in result.values.items()}
     return Calibration(list(evidence.files), table, parameters, stats, evidence.digest, list(evidence.observations),
-                       result.iterations, text, name)
+                       result.iterations, text, name, list(evidence.skipped))
 
 
 def calibrate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, rows: list[Row],
@@ -346,7 +350,7 @@ def component_calibrations(resolver: Resolver, scenarios: ScenarioBuilder, facts
     """One calibration preset per hardware generation, each fitted to that generation's component
     benchmarks alone (kernel and memory measurements; end-to-end runs are never among them)."""
     require_split(items, "calibration", "calibrate")
-    items = [i for i in items if i.obs.component is not None]
+    items, superseded = in_force([i for i in items if i.obs.component is not None])
     if not items:
         raise InputError("no component benchmarks among the calibration observations",
                          "observations with a `component` block (docs/evaluation.md)")
@@ -367,7 +371,8 @@ def component_calibrations(resolver: Resolver, scenarios: ScenarioBuilder, facts
         evidence = Evidence(f"component benchmarks of generation {key}", description,
                             f"gpustack calibrate --components on data/observations ({', '.join(files)})",
                             most_cited(refs), files, observations_hash(mine),
-                            tuple(i.obs.id for i in mine), tuple(i.obs.source.reference for i in mine))
+                            tuple(i.obs.id for i in mine), tuple(i.obs.source.reference for i in mine),
+                            tuple(i.obs.id for i in superseded if i.obs.component.generation == key))
         held = {h.root for h in gen.held}
         params = tuple(p for p in facts.component_parameters if not held & set(p.roots))
         models = RowModels(resolver, scenarios, facts.run_fields, rows, params, gen.held, identified_only=True)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpustack_compiler.atomic import write_atomic
 from gpustack_compiler.errors import InputError
 
 from ..engine.facts import Facts
-from ..engine.observation import load_observations, require_split
+from ..engine.observation import in_force, load_observations, require_split, superseded_by
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.scenario import ScenarioBuilder
 from . import scoring
@@ -37,17 +37,20 @@ class Validation:
     unresolved: list[dict]  # rows the catalog cannot predict yet, each with its reason
     panels: dict[str, dict]
     overall: dict | None  # errors pooled over every scored row (coverage and ranking stay per panel)
+    superseded: list[dict] = field(default_factory=list)  # observations given that a later one supersedes: skipped
 
     def to_dict(self) -> dict:
         return {"sources": self.sources, "calibration": self.calibration, "panels": self.panels,
-                "overall": self.overall, "rows": self.rows, "unresolved": self.unresolved}
+                "overall": self.overall, "rows": self.rows, "unresolved": self.unresolved,
+                "superseded": self.superseded}
 
 
 def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], default_dir: Path | None,
-           references: Collection[str]) -> tuple[list[Row], list[dict]]:
+           references: Collection[str]) -> tuple[list[Row], list[dict], list[dict]]:
     """Rows to predict from CSV files and observation files or folders (evaluation observations only);
     with no sources, every evaluation observation in `default_dir`. Observations of a variable the catalog
-    does not have come back as unresolved entries instead of rows."""
+    does not have come back as unresolved entries instead of rows; superseded observations are skipped and
+    come back as the third list."""
     csvs = [Path(p) for p in sources if Path(p).suffix.lower() == ".csv"]
     given = [Path(p) for p in sources if Path(p).suffix.lower() != ".csv"]
     rows: list[Row] = []
@@ -63,6 +66,10 @@ def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], de
         items = [i for i in load_observations([default_dir]) if i.obs.split == "evaluation"]
     else:
         items = []
+    successors = superseded_by(items)
+    items, gone = in_force(items)
+    skipped = [{"id": i.obs.id, "panel": i.obs.panel, "where": i.where, "superseded_by": successors[i.obs.id]}
+               for i in gone]
     check_sources(items, references)
     unresolved = []
     known = scenarios.records(i.obs.measures.variable for i in items)
@@ -76,7 +83,7 @@ def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], de
                                "reason": f"the catalog has no variable `{item.obs.measures.variable}`"})
             continue
         rows.append(observation_row(item, scenarios, facts.measured_runs))
-    return replicates_merged(rows), unresolved
+    return replicates_merged(rows), unresolved, skipped
 
 
 def replicates_merged(rows: list[Row]) -> list[Row]:
@@ -114,7 +121,7 @@ def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sourc
              references: Collection[str] = ()) -> Validation:
     extra = [*([calibration] if calibration else []), *presets]
     scenarios.build(extra, assign)  # the options apply to every row: a bad one is the user's, once
-    rows, unresolved = gather(scenarios, facts, sources, default_dir, references)
+    rows, unresolved, skipped = gather(scenarios, facts, sources, default_dir, references)
     runs = {}
     for r in rows:
         mine = [*([calibration] if calibration else []), *presets]
@@ -158,7 +165,7 @@ def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sourc
     if scored:
         overall = {"n": len(scored), **scoring.errors([s.predicted for _, s in scored],
                                                       [s.measured for _, s in scored])}
-    return Validation([str(s) for s in sources], calibration, table, unresolved, panels, overall)
+    return Validation([str(s) for s in sources], calibration, table, unresolved, panels, overall, skipped)
 
 
 def _panel(panel: str, scored: list[tuple[Row, scoring.Scored]], unresolved: list[dict]) -> dict:

@@ -47,8 +47,8 @@ def calibrate_cmd(ctx: typer.Context,
 
 def _report(cal, target: Path) -> list[str]:
     stats, digest = cal.stats, cal.data_sha256
-    lines = [f"preset {cal.preset}:", f"{'id':<40}{'measured':>11}{'predicted':>11}{'error':>9}"]
-    lines += [f"{t['id']:<40}{t['measured']:>11.4g}{t['predicted']:>11.4g}{100 * t['error']:>8.1f}%"
+    lines = [f"preset {cal.preset}:", f"{'id':<46}{'measured':>11}{'predicted':>11}{'error':>9}"]
+    lines += [f"{t['id']:<46}{t['measured']:>11.4g}{t['predicted']:>11.4g}{100 * t['error']:>8.1f}%"
               + ("" if t["within_uncertainty"] else "  outside its uncertainty") for t in cal.rows]
     lines.append(f"in-sample: MAPE {100 * stats['mape']:.1f}%, max |error| {100 * stats['max_abs_error']:.1f}%, "
                  f"signed bias {100 * stats['bias']:+.1f}%")
@@ -57,6 +57,9 @@ def _report(cal, target: Path) -> list[str]:
                                                    if p["exactly_determined"]
                                                    else "(at its bound: not identified by the data)")
               for k, p in cal.parameters.items()]
+    if cal.skipped:
+        lines.append(f"skipped {len(cal.skipped)} superseded observation(s): " + ", ".join(cal.skipped[:5])
+                     + (" ..." if len(cal.skipped) > 5 else ""))
     lines.append(f"wrote {target} (data sha256 {digest[:12]}"
                  + (f", {len(cal.observations)} observation ids)" if cal.observations else ")"))
     return lines
@@ -110,6 +113,10 @@ def validate_cmd(ctx: typer.Context,
                 lines.append(f"  decision {d['group']}: " + (f"regret {_pct(d['regret'])} (chose {d['chosen']}, best "
                                                             f"{d['best']})" if d["regret"] is not None
                                                             else f"not scored ({d['reason']})"))
+    if result.superseded:
+        lines.append(f"skipped {len(result.superseded)} superseded observation(s): "
+                     + ", ".join(f"{s['id']} (by {s['superseded_by']})" for s in result.superseded[:5])
+                     + (" ..." if len(result.superseded) > 5 else ""))
     if result.unresolved:
         lines.append(f"{len(result.unresolved)} row(s) do not resolve:")
         lines += [f"  {u['id']} ({u['where']}): {u['reason']}" for u in result.unresolved]

@@ -31,12 +31,20 @@ def _lock_path() -> Path:
 @observations_app.command("list")
 def list_cmd(paths: list[Path] = PathsArg, as_json: bool = JsonOpt) -> None:
     """Every observation: id, split, panel, what it measures, and its source."""
+    from ..engine.observation import superseded_by
+
     items = _load(paths)
+    gone = superseded_by(items)
     rows = [{"id": i.obs.id, "split": i.obs.split, "panel": i.obs.panel, "variable": i.obs.measures.variable,
              "value": i.obs.measured.value, "units": i.obs.measured.units, "reference": i.obs.source.reference,
-             "locator": i.obs.source.locator, "where": i.where, "sha256": i.sha256} for i in items]
+             "locator": i.obs.source.locator, "where": i.where, "sha256": i.sha256,
+             "supersedes": i.obs.supersedes, "superseded_by": gone.get(i.obs.id)} for i in items]
     lines = [f"{r['id']:<44}{r['split']:<13}{r['variable']:<34}{r['value']:>10g} {r['units']:<9}"
-             f"{r['reference']}, {r['locator']}" for r in rows]
+             f"{r['reference']}, {r['locator']}"
+             + (f"  [superseded by {r['superseded_by']}]" if r["superseded_by"] else "") for r in rows]
+    if gone:
+        lines.append(f"{len(items)} observations, {len(gone)} superseded (kept and locked; skipped by calibrate "
+                     "and validate)")
     out(rows, "\n".join(lines), as_json)
 
 

@@ -3,7 +3,10 @@ its unit and uncertainty, the catalog variable it measures, the run it was measu
 a locator, and whether it is calibration or evaluation data (never both).
 
 Observations are immutable once added: `data/observations.lock` holds the SHA-256 of each one's
-canonical content (and of the run file it names), so a changed value needs a new id.
+canonical content (and of the run file it names), so a changed value needs a new id. An observation that
+must be restated (a setup it left unstated, a corrected assignment) is never edited or removed: a new one
+names it in `supersedes`, the old one stays in its file and in the lock, and every consumer (calibration,
+validation, listings) skips a superseded observation and says how many it skipped (`in_force`).
 """
 
 from __future__ import annotations
@@ -144,6 +147,10 @@ class Observation(_Strict):
     decision: Decision | None = None
     source: Source
     note: str | None = None
+    supersedes: Annotated[str | None, Field(pattern=ID_PATTERN, description=(
+        "The id of an earlier observation this one restates (same split; the earlier one stays, locked, and "
+        "is skipped by calibration and validation). One successor per id; the id must be among the "
+        "observations loaded with this one (keep a successor in its predecessor's file)."))] = None
 
     @model_validator(mode="after")
     def _one_run(self) -> "Observation":
@@ -229,7 +236,60 @@ def load_observations(paths: list[Path]) -> list[Loaded]:
                 raise InputError(f"{item.where}: observation id `{item.obs.id}` is also used at {first.where}")
             seen[item.obs.id] = item
             out.append(item)
+    supersession_problems(out, raise_first=True)
     return out
+
+
+def supersession_problems(items: list[Loaded], raise_first: bool = False) -> list[str]:
+    """What is wrong with the `supersedes` links among these observations, one line each naming the file
+    and line of the successor: an id that is not among them, an id superseded twice, a successor of the
+    other split, an observation superseding itself or a cycle (which would leave none of them in force)."""
+    by_id = {i.obs.id: i for i in items}
+    problems: list[str] = []
+    successor: dict[str, Loaded] = {}
+    for item in items:
+        old = item.obs.supersedes
+        if old is None:
+            continue
+        if old == item.obs.id:
+            problems.append(f"{item.where}: supersedes: observation `{old}` cannot supersede itself")
+        elif old not in by_id:
+            problems.append(f"{item.where}: supersedes: no observation `{old}` among those loaded (an observation "
+                            "supersedes one that exists; keep the successor in its predecessor's file)")
+        elif old in successor:
+            problems.append(f"{item.where}: supersedes: observation `{old}` is already superseded by "
+                            f"`{successor[old].obs.id}` at {successor[old].where} (one successor per id)")
+        elif by_id[old].obs.split != item.obs.split:
+            problems.append(f"{item.where}: supersedes: `{old}` is {by_id[old].obs.split} data and "
+                            f"`{item.obs.id}` {item.obs.split} data; a successor keeps its predecessor's split")
+        else:
+            successor[old] = item
+    for item in items:
+        # Follow the links back from each successor: returning to it is a cycle.
+        seen, cur = {item.obs.id}, item.obs.supersedes
+        while cur is not None and cur in by_id and cur != item.obs.id:
+            if cur in seen:
+                break
+            seen.add(cur)
+            cur = by_id[cur].obs.supersedes
+        if cur == item.obs.id and item.obs.supersedes not in (None, item.obs.id):
+            problems.append(f"{item.where}: supersedes: `{item.obs.id}` is superseded, through "
+                            f"`{item.obs.supersedes}`, by itself (a cycle leaves none of them in force)")
+    if problems and raise_first:
+        raise InputError(problems[0], f"{len(problems)} supersession problem(s)" if len(problems) > 1 else
+                         "`supersedes` names the id of an earlier observation, at most one successor each")
+    return problems
+
+
+def superseded_by(items: list[Loaded]) -> dict[str, str]:
+    """id of each superseded observation -> id of the one that supersedes it."""
+    return {i.obs.supersedes: i.obs.id for i in items if i.obs.supersedes is not None}
+
+
+def in_force(items: list[Loaded]) -> tuple[list[Loaded], list[Loaded]]:
+    """The observations still in force, and those a later one supersedes (skipped by every consumer)."""
+    gone = superseded_by(items)
+    return [i for i in items if i.obs.id not in gone], [i for i in items if i.obs.id in gone]
 
 
 def require_split(items: list[Loaded], split: str, command: str) -> None:

@@ -65,8 +65,12 @@ class ModelSpec(_Strict):
     tied_embeddings: bool = False
     learned_positions: Annotated[bool, Field(description="Learned absolute position embeddings (GPT-3).")] = False
     attention_context_fraction: Annotated[float, Field(gt=0, le=1, description=(
-        "Share of the s x s score matrix computed: 1 in the Megatron/PaLM convention, 0.5 for causal "
-        "kernels that skip masked blocks."))] = 1.0
+        "Share of the s x s score matrix credited as model FLOPs (the counting convention): 1 in the "
+        "Megatron/PaLM convention, 0.5 to credit a causal mask's half. What the kernel executes follows "
+        "from `causal` and the kernel."))] = 1.0
+    causal: Annotated[bool, Field(description=(
+        "Causal (decoder) attention mask, as every decoder LLM trains; false for bidirectional attention. "
+        "A fused kernel with the mask skips the score blocks above the diagonal, about half the time."))] = True
     dropout: Annotated[bool, Field(description="Dropout layers active (GPT-3 era), off in most current runs.")] = False
     moe: MoESpec | None = None
     mla: Annotated[MLASpec | None, Field(description="Multi-head latent attention instead of grouped-query.")] = None
