@@ -225,3 +225,46 @@ def test_low_precision_share_follows_the_architecture(engine: Engine) -> None:
     logits = 2 * 51200 * 12288
     assert share == pytest.approx(linear / (linear + logits + attention))
     assert 0.85 < share < 1
+
+
+# ---- prediction spread of fitted parameters -------------------------------------------------------------
+
+def test_a_fitted_scale_carries_the_rows_scatter_and_a_latency_only_its_standard_error() -> None:
+    """Rows y = e x scatter by +-10% in log about the fit: a new measurement is as far off, so the sd of the
+    scale e is its standard error combined with e x 0.1, not the standard error alone (0.1 / sqrt(n) of e).
+    A latency L in y = x / b + L does not scale the figure and keeps its standard error."""
+    import numpy as np
+
+    from gpustack_sim.analyses.calibrate import fit
+    from gpustack_sim.engine.facts import Parameter
+
+    class Rows:
+        def __init__(self, figure, xs, measured, params):
+            self.rows = [type("Row", (), {"measured": m})() for m in measured]
+            self.params, self.xs, self.figure = params, xs, figure
+            self.depends = [frozenset(p.key for p in params)] * len(xs)
+
+        def predict(self, theta: np.ndarray) -> np.ndarray:
+            return self.figure(theta, self.xs)
+
+    xs = np.linspace(1.0, 40.0, 40)
+    noise = np.where(np.arange(40) % 2, 0.1, -0.1)
+    scaled = fit(Rows(lambda t, x: t[0] * x, xs, 0.7 * xs * np.exp(noise),
+                      (Parameter("scale", ("e",), 0.5, 0.01, 1.0),)))
+    e, sd = scaled.values["scale"], scaled.sds["scale"]
+    standard_error = e * 0.1 / np.sqrt(40)
+    assert e == pytest.approx(0.7, rel=1e-3)
+    assert sd == pytest.approx(np.hypot(standard_error, e * 0.1 * np.sqrt(40 / 39)), rel=0.02)
+    assert sd > 5 * standard_error
+    timed_scale = fit(Rows(lambda t, x: x / t[0], xs, xs / 0.7 * np.exp(noise),
+                           (Parameter("scale", ("e",), 0.5, 0.01, 1.0),)))  # a time: elasticity -1
+    assert timed_scale.sds["scale"] == pytest.approx(sd, rel=0.02)
+
+    latency = Parameter("latency", ("L",), 1.0, 0.0, 100.0)
+    bandwidth = Parameter("bandwidth", ("b",), 1.0, 0.1, 100.0)
+    timed = fit(Rows(lambda t, x: x / t[1] + t[0], xs, (xs / 4 + 10) * np.exp(noise / 10),
+                     (latency, bandwidth)))
+    assert timed.values["latency"] == pytest.approx(10, rel=0.05)
+    # Neither parameter scales every row's figure alike (at most x/(x + 40 L / b) for the bandwidth), so
+    # both keep the standard errors of the fit: far below the 1% row scatter.
+    assert timed.sds["latency"] < 0.01 * 10 and timed.sds["bandwidth"] < 0.01 * 4

@@ -140,15 +140,30 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
             rb, Jb = r[mine], J[np.ix_(mine, cols)]
             cov = np.linalg.pinv(Jb.T @ Jb) * (float(rb @ rb) / dof)
             sds[cols] = np.sqrt(np.clip(np.diag(cov), 0, None))
+            _add_scatter(sds, theta, cols, Jb, float(rb @ rb) / dof)
     else:
         dof = max(len(r) - len(theta), 1)
         cov = np.linalg.pinv(J.T @ J) * (cost / dof)
         sds = np.sqrt(np.clip(np.diag(cov), 0, None))
+        _add_scatter(sds, theta, list(range(len(keys))), J, cost / dof)
     # A parameter stopped by its bound is not identified by the data: it gets no uncertainty.
     at_bound = {k for k, t, a, b in zip(keys, theta, lo, hi) if min(t - a, b - t) <= 1e-9 * max(abs(b), 1.0)}
     return Fit(dict(zip(keys, map(float, theta))),
                {k: (None if k in at_bound or k in exact else float(sd)) for k, sd in zip(keys, sds)},
                list(map(float, models.predict(theta))), iterations, frozenset(exact - at_bound))
+
+
+def _add_scatter(sds: np.ndarray, theta: np.ndarray, cols: list[int], J: np.ndarray, variance: float) -> None:
+    """Make the spread a prediction's, not only the fit's: a new measurement also scatters about the fitted
+    model as the fitted rows do (log variance `variance`). The scatter goes to the one parameter whose
+    relative change moves the rows' figures alike (median elasticity d log figure / d log parameter within
+    5% of 1 or -1: an efficiency that scales a rate or a time), so it is counted once; a block without one
+    keeps the parameters' standard errors alone."""
+    elasticity = np.median(J * theta[cols], axis=0)
+    gap = np.abs(np.abs(elasticity) - 1)
+    if gap.size and gap.min() <= 0.05:
+        j = cols[int(np.argmin(gap))]
+        sds[j] = float(np.hypot(sds[j], theta[j] * np.sqrt(variance)))
 
 
 def _blocks(keys: list[str], depends: list[frozenset[str]]) -> list[frozenset[str]]:
@@ -231,7 +246,8 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
              f"    source: {evidence.source}",
              f"    references: [{', '.join(refs)}]",
              "    fit:",
-             "      method: Levenberg-Marquardt on log residuals; sd from the residual variance and the Jacobian",
+             "      method: Levenberg-Marquardt on log residuals; sd from the residual variance and the Jacobian, the "
+             "rows' scatter about the fit added on each block's scale parameter (a prediction's spread)",
              f"      data: [{', '.join(evidence.files)}]",
              f"      data_sha256: {evidence.digest}",
              *([f"      observations: [{', '.join(evidence.observations)}]"] if evidence.observations else []),
