@@ -13,12 +13,11 @@ Graph model (data flows along the arrows)::
 plus, on variables, the labels `:Root` and `:Leaf`, `:Sys_<system>` (the Browser style colours by system)
 and on roots `:Debt1`, `:Debt10` or `:Debt100` (root debt, the number of variables downstream, at least
 1, 10 or 100: GraSS sizes by label, not by property), and the properties `short` (the name without
-its system prefix) and `root_debt`. Every node and relationship carries the marker property
-`gpustack_load`, a digest of what the compile wrote into it (a node's digest covers its labels, its
-properties and its outgoing relationships); nodes without it are foreign. A relationship carries it only
-when it has properties (an assignment's value): the tens of thousands without any would each store the
-same digest, and an edge drawn by hand changes its source node's degree, so the load finds it anyway. The
-Build node's marker is the id of the compile.
+its system prefix) and `root_debt`. Every node carries the marker property `gpustack_load`, a digest
+of what the compile wrote into it (its labels, its properties and its outgoing relationships); nodes
+without it are foreign. A relationship carries it only when it has properties (an assignment's value):
+the tens of thousands without any would each store the same digest, and an edge drawn by hand changes
+its source node's degree, so the load finds it anyway. The Build node's marker is the id of the compile.
 
 The tables make the graph a complete source: the engine reads them back (Neo4jSource.tables) instead
 of compiling a catalog. They are stored whole, by top-level key, so a part added to the manifest
@@ -46,7 +45,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -335,18 +333,10 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
     build = {"manifest_hash": manifest_hash, "loaded_by": loaded_by,
              "compiled_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
              "catalog_commit": catalog_commit(catalog) or "unknown"}
-    # The plan is pure Python and the first reads wait on the server: on two cores they overlap. It is
-    # awaited before anything is written.
-    pool = ThreadPoolExecutor(max_workers=1)
-    planned = pool.submit(plan, manifest, build)
-    pool.shutdown(wait=False)
-
-    def the_plan() -> Plan:
-        try:
-            return planned.result()
-        except LoadError as exc:
-            raise InputError(f"cannot load the manifest into Neo4j: {exc}") from None
-
+    try:
+        p = plan(manifest, build)
+    except LoadError as exc:
+        raise InputError(f"cannot load the manifest into Neo4j: {exc}") from None
     drv = driver(settings)
     in_tx = False
     try:
@@ -362,11 +352,10 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
                 schema = statements("schema")
                 present = set(session.run(query("schema_present")).single()["names"])
                 if not all(re.search(r"\b(gpustack_\w+)", stmt).group(1) in present for stmt in schema):
-                    the_plan()
                     for stmt in schema:
                         session.run(stmt).consume()
                 in_tx = True
-                result = _load_tx(session, the_plan, force, batch_size, progress)
+                result = _load_tx(session, p, force, batch_size, progress)
     except LoadError as exc:
         raise InfrastructureError(f"loading into Neo4j at {settings.where} failed and was rolled back; "
                                   f"the previous graph is unchanged: {exc}") from None
@@ -383,19 +372,15 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
             "seconds": round(time.monotonic() - t0, 3), **result}
 
 
-def _load_tx(session, the_plan: Callable[[], Plan], force: bool, batch_size: int,
-             progress: Progress | None) -> dict:
-    """Everything in one transaction: read what the graph holds, then (once `the_plan` is ready) write
-    what is new or changed, delete what this compile does not write, check, commit. Stale nodes go last:
-    deleted nodes left in the transaction's state slow down every write after them."""
+def _load_tx(session, p: Plan, force: bool, batch_size: int, progress: Progress | None) -> dict:
+    """Everything in one transaction: write what is new or changed, delete what this compile does not
+    write, check, commit. Stale nodes go last: deleted nodes left in the transaction's state slow down
+    every write after them."""
     tx = session.begin_transaction()
     try:
-        graph_nodes = list(tx.run(query("load_graph_nodes")))
-        p = the_plan()
         removed_foreign = 0
         if force:
             removed_foreign = _written(tx.run(query("load_sweep_foreign")))
-        edges_before = _written(tx.run(query("load_edge_count")))
 
         def run(step: str, name: str, rows: list, key: str = "rows") -> list:
             """Rows in batches; every row must be written (a missing node shows as a short count)."""
@@ -411,13 +396,14 @@ def _load_tx(session, the_plan: Callable[[], Plan], force: bool, batch_size: int
                     progress(step, done, len(rows))
             return records
 
+        edges_before = _written(tx.run(query("load_edge_count")))
         kinds = {label for label, _ in p.nodes}
         wanted = {(label, row["name"]) for label, rows in p.nodes for row in rows}
         # A node is rewritten unless its digest, labels, number of properties and of outgoing relationships
         # are the ones this compile would write (--force rewrites all: values edited by hand then go too).
         held: dict[tuple[str, str], tuple[str, object]] = {}  # (label, name) -> (element id, what it holds)
         stale = []
-        for rec in graph_nodes:
+        for rec in tx.run(query("load_graph_nodes")):
             labels = [label for label in rec["labels"] if label in kinds]
             node = (labels[0], rec["name"]) if len(labels) == 1 else None
             if node in wanted and node not in held:
