@@ -98,3 +98,23 @@ def test_staged_compilation_matches_one_expression(real_engine: Engine) -> None:
     assert not whole.stages and len(staged.stages) > 10 and staged.missing == whole.missing == {}
     expected = vectorize(symbols, whole.symbolic)(*draws)
     assert np.allclose(vectorize_resolution(symbols, staged)(*draws), expected, rtol=1e-12, atol=0)
+
+
+def test_a_condition_comparing_a_piecewise_compiles_without_logic_simplification() -> None:
+    # sympy turns `Piecewise(...) <= x` inside a condition into an ITE, and lambdify's numpy printer then
+    # runs simplify_logic on it (40 s for the serving model); the compiled form writes it with And/Or/Not
+    import sympy
+    from sympy.logic.boolalg import ITE
+
+    from gpustack_sim.analyses.uncertainty import _for_numpy, vectorize
+
+    tp, world, load = sympy.symbols("par.tp par.world load")
+    link = sympy.Piecewise((1.0, (tp <= 8) & (world <= 8)), (0.25, True))
+    expr = sympy.Piecewise((load, link * load <= 2), (0.0, True))
+    assert expr.args[0].cond.has(ITE)
+    assert not _for_numpy(expr, {}, {}).has(ITE)
+    grid = {tp: np.array([4.0, 4.0, 16.0, 16.0]), world: np.array([8.0, 8.0, 64.0, 64.0]),
+            load: np.array([1.0, 3.0, 7.0, 9.0])}
+    symbols = sorted(grid, key=lambda s: s.name)
+    expected = [float(expr.subs({s: grid[s][i] for s in symbols})) for i in range(4)]
+    assert list(vectorize(symbols, expr)(*(grid[s] for s in symbols))) == expected == [1.0, 0.0, 7.0, 0.0]

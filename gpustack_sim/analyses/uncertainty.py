@@ -21,6 +21,7 @@ import cloudpickle
 import numpy as np
 import sympy
 from sympy.core.parameters import evaluate
+from sympy.logic.boolalg import ITE
 
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.limits import MAX_SAMPLES, refuse_over
@@ -217,6 +218,15 @@ def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:
     if expr in seen:
         return seen[expr]
     args = [_for_numpy(a, names, seen) for a in expr.args]
+    if expr.func is ITE:
+        # A Piecewise compared with a number becomes an ITE in a condition, and lambdify's numpy printer
+        # runs simplify_logic on every condition holding one: 40 s for one serving model. The same
+        # logic written with And/Or/Not prints as it is.
+        cond, then, other = args
+        out = sympy.Or(sympy.And(cond, then, evaluate=False),
+                       sympy.And(sympy.Not(cond, evaluate=False), other, evaluate=False), evaluate=False)
+        seen[expr] = out
+        return out
     func = _VMIN if expr.func is sympy.Min else _VMAX if expr.func is sympy.Max else expr.func
     try:
         out = func(*args, evaluate=False)
