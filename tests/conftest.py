@@ -1,6 +1,6 @@
 """A real Neo4j for the tests (never a mock).
 
-- `NEO4J_URI` set: the tests use that server (`NEO4J_USER`, `NEO4J_PASSWORD`, `NEO4J_DATABASE`),
+- `NEO4J_URI` set: the tests (run in one process, `-n 0`) use that server (`NEO4J_USER`, `NEO4J_PASSWORD`, `NEO4J_DATABASE`),
   and refuse to run against a database holding data they did not create: it must be empty, or hold
   only a graph an earlier test session loaded (Build.loaded_by == "pytest"). They empty it at the end.
 - Otherwise the local Neo4j is started once per session (`neo4j_server.start`) on free ports (fixed
@@ -97,6 +97,9 @@ def neo4j_session(tmp_path_factory) -> Iterator[tuple[Neo4jDB | None, str | None
     db = None
     try:
         if os.environ.get("NEO4J_URI"):
+            if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+                pytest.fail("NEO4J_URI is one database for every test process: they would replace each other's "
+                            "graph; run the tests in one process (add -n 0)", pytrace=False)
             settings = Neo4jSettings.resolve()
         else:
             from gpustack_compiler.neo4j import server as srv
