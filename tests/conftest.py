@@ -1,8 +1,9 @@
 """A real Neo4j for the tests (never a mock).
 
-- `NEO4J_URI` set: the tests (run in one process, `-n 0`) use that server (`NEO4J_USER`, `NEO4J_PASSWORD`, `NEO4J_DATABASE`),
-  and refuse to run against a database holding data they did not create: it must be empty, or hold
-  only a graph an earlier test session loaded (Build.loaded_by == "pytest"). They empty it at the end.
+- `NEO4J_URI` set: the tests (run in one process, `-n 0`) use that server (`NEO4J_USER`,
+  `NEO4J_PASSWORD`, `NEO4J_DATABASE`), and refuse to run against a database holding data they did not
+  create: it must be empty, or hold only a graph an earlier test session loaded (Build.loaded_by ==
+  "pytest"). They empty it at the end.
 - Otherwise the local Neo4j is started once per session (`neo4j_server.start`) on free ports (fixed
   ones collide when several sessions start at once on one machine) with its data, state and log
   under pytest's tmp directory, so a developer's own server and data are untouched; stopped at the end.

@@ -334,6 +334,7 @@ def _collector_paused():
             gc.enable()
 
 
+@_collector_paused()
 def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool = False,
          manifest_hash: str | None = None, catalog: Path | None = None, loaded_by: str = "gpustack compile",
          batch_size: int = BATCH_SIZE, progress: Progress | None = None) -> dict:
@@ -350,12 +351,6 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
     build = {"manifest_hash": manifest_hash, "loaded_by": loaded_by,
              "compiled_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
              "catalog_commit": catalog_commit(catalog) or "unknown"}
-    with _collector_paused():
-        return _load(manifest, settings, force, manifest_hash, build, batch_size, progress, t0)
-
-
-def _load(manifest: dict, settings: Neo4jSettings, force: bool, manifest_hash: str, build: dict,
-          batch_size: int, progress: Progress | None, t0: float) -> dict:
     try:
         p = plan(manifest, build)
     except LoadError as exc:
