@@ -7,9 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sympy
+from sympy.logic.boolalg import ITE
 
 from gpustack_compiler.errors import InputError
-from gpustack_sim.analyses.uncertainty import MonteCarlo, parse_spec
+from gpustack_sim.analyses.uncertainty import MonteCarlo, _for_numpy, parse_spec, vectorize
 from helpers import CATALOG, FIXTURE, Engine, run_cli
 
 
@@ -84,7 +86,7 @@ def test_staged_compilation_matches_one_expression(real_engine: Engine) -> None:
     # Cutting large symbolic values into stages changes how the function is built, not what it computes.
     from gpustack_sim.analyses.estimate import fitted_distributions
     from gpustack_sim.engine.run import load_run
-    from gpustack_sim.analyses.uncertainty import vectorize, vectorize_resolution
+    from gpustack_sim.analyses.uncertainty import vectorize_resolution
 
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
     scenario = real_engine.run_scenario(run)
@@ -103,11 +105,6 @@ def test_staged_compilation_matches_one_expression(real_engine: Engine) -> None:
 def test_a_condition_comparing_a_piecewise_compiles_without_logic_simplification() -> None:
     # sympy turns `Piecewise(...) <= x` inside a condition into an ITE, and lambdify's numpy printer then
     # runs simplify_logic on it (40 s for the serving model); the compiled form writes it with And/Or/Not
-    import sympy
-    from sympy.logic.boolalg import ITE
-
-    from gpustack_sim.analyses.uncertainty import _for_numpy, vectorize
-
     tp, world, load = sympy.symbols("par.tp par.world load")
     link = sympy.Piecewise((1.0, (tp <= 8) & (world <= 8)), (0.25, True))
     expr = sympy.Piecewise((load, link * load <= 2), (0.0, True))

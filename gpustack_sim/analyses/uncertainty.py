@@ -207,6 +207,18 @@ def _sample_chunk(sampler: Sampler, chunk: tuple[int, int]) -> dict[str, np.ndar
     return sampler.chunk(*chunk)
 
 
+def _ite_as_and_or(cond, then, other, evaluate: bool = False) -> sympy.Basic:
+    """ITE(c, a, b) as (c & a) | (~c & b). A Piecewise compared with a number becomes an ITE in a condition,
+    and lambdify's numpy printer runs simplify_logic on every condition holding one (40 s for one serving
+    model); the same logic written with And/Or/Not prints as it is."""
+    return sympy.Or(sympy.And(cond, then, evaluate=evaluate),
+                    sympy.And(sympy.Not(cond, evaluate=evaluate), other, evaluate=evaluate), evaluate=evaluate)
+
+
+# Node types rebuilt as another for numpy: Min/Max elementwise, ITE without logic simplification.
+_FOR_NUMPY = {sympy.Min: _VMIN, sympy.Max: _VMAX, ITE: _ite_as_and_or}
+
+
 def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:
     """The expression with Min/Max made elementwise and the (dotted) catalog names made identifiers, rebuilt
     without evaluation: re-simplifying a large symbolic tree, and lambdify renaming arguments that are not
@@ -218,16 +230,7 @@ def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:
     if expr in seen:
         return seen[expr]
     args = [_for_numpy(a, names, seen) for a in expr.args]
-    if expr.func is ITE:
-        # A Piecewise compared with a number becomes an ITE in a condition, and lambdify's numpy printer
-        # runs simplify_logic on every condition holding one: 40 s for one serving model. The same
-        # logic written with And/Or/Not prints as it is.
-        cond, then, other = args
-        out = sympy.Or(sympy.And(cond, then, evaluate=False),
-                       sympy.And(sympy.Not(cond, evaluate=False), other, evaluate=False), evaluate=False)
-        seen[expr] = out
-        return out
-    func = _VMIN if expr.func is sympy.Min else _VMAX if expr.func is sympy.Max else expr.func
+    func = _FOR_NUMPY.get(expr.func, expr.func)
     try:
         out = func(*args, evaluate=False)
     except TypeError:  # a few node types (ExprCondPair) take no evaluate flag
