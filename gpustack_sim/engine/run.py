@@ -34,6 +34,9 @@ class MoESpec(_Strict):
     capacity_factor: Annotated[float | None, Field(ge=1, description=(
         "Expert capacity over an even share of the routed tokens, padded when fewer arrive; unset: the "
         "framework preset's (dropless, 1, in Megatron Core)."))] = None
+    max_routed_nodes: Annotated[int | None, Field(ge=1, le=MAX_COUNT, description=(
+        "Node-limited routing: the most nodes (scale-up domains) one token's experts may lie in (4 in "
+        "DeepSeek-V3); unset: no limit."))] = None
 
 
 class MLASpec(_Strict):
