@@ -43,19 +43,44 @@ def test_tp_comm_gemm_overlap_exposes_only_what_exceeds_the_gemms(real_engine: E
 EP = ["col.ep.t_step=10 s", "col.overlap.backward_share=0.6666666666666666"]
 
 
-@pytest.mark.parametrize(("compute", "expected"), [
-    (12.0, 5 - 12 / 3),    # the backward all-to-alls (5 s) outlast the forward compute (4 s); the rest hides
-    (30.0, 0.0),           # computation dominates: DeepSeek-V3's full overlap
-    (3.0, (5 - 2) + (5 - 1)),  # communication dominates both halves
+@pytest.mark.parametrize(("compute", "sm_share", "expected"), [
+    (12.0, 0.0, 5 - 12 / 3),    # the backward all-to-alls (5 s) outlast the forward compute (4 s); the rest hides
+    (30.0, 0.0, 0.0),           # computation dominates and the SMs are free: full overlap
+    (3.0, 0.0, (5 - 2) + (5 - 1)),  # communication dominates both halves
+    # with a tenth of the SMs held by the all-to-all kernels, a hidden half still costs 0.1 x 5 s of computation
+    (12.0, 0.1, 0.5 + (5 - 12 / 3)),
+    (30.0, 0.1, 0.5 + 0.5),
+    (3.0, 0.1, (5 - 2) + (5 - 1)),
 ])
 def test_dualpipe_hides_each_half_behind_the_other_directions_compute(real_engine: Engine, compute: float,
-                                                                       expected: float) -> None:
-    t = real_engine.value("col.ep.t_exposed", assign=EP + [f"training.t_compute={compute} s"],
-                          variants=["col.ep.t_exposed=dualpipe"], base_units=True)
+                                                                       sm_share: float, expected: float) -> None:
+    assign = EP + [f"training.t_compute={compute} s", f"col.ep.comm_sm_share={sm_share}"]
+    t = real_engine.value("col.ep.t_exposed", assign=assign, variants=["col.ep.t_exposed=dualpipe"], base_units=True)
     assert t == pytest.approx(expected, rel=1e-12, abs=1e-12)
-    serial = real_engine.value("col.ep.t_exposed", assign=EP + [f"training.t_compute={compute} s"],
+    serial = real_engine.value("col.ep.t_exposed", assign=assign,
                                variants=["col.ep.t_exposed=serial_ep"], base_units=True)
     assert serial == pytest.approx(10.0, rel=1e-12)
+
+
+def test_dualpipe_without_expert_parallel_traffic_costs_nothing(real_engine: Engine) -> None:
+    # no all-to-all, no SMs held: the communication SMs never tax computation that has nothing beside it
+    t = real_engine.value("col.ep.t_exposed", assign=["col.ep.t_step=0 s", "col.overlap.backward_share=0.5",
+                                                      "training.t_compute=12 s", "col.ep.comm_sms=20",
+                                                      "gpu.sm_count=132"],
+                          variants=["col.ep.t_exposed=dualpipe"], base_units=True)
+    assert t == 0
+    share = real_engine.value("col.ep.comm_sm_share", assign=["col.ep.comm_sms=20", "gpu.sm_count=132"])
+    assert share == pytest.approx(20 / 132, rel=1e-12)
+
+
+def test_a_rank_reduces_the_gradients_of_its_own_experts_only(real_engine: Engine) -> None:
+    # DeepSeek-V3: 671B parameters of which 654B in routed experts, pp 16, ep 64, FP32 gradients
+    base = ["arch.params.total=671e9", "arch.params.experts_routed=654e9", "par.tp=1", "par.pp=16", "par.ep=64",
+            "precision.bytes_per_grad=4 B"]
+    moe = real_engine.value("col.dp.message", assign=base, variants=["par.params.per_gpu=moe"])  # MB
+    assert moe == pytest.approx(((671e9 - 654e9) / 16 + 654e9 / (16 * 64)) * 4 / 1e6, rel=1e-12)
+    dense = real_engine.value("col.dp.message", assign=base, variants=["par.params.per_gpu=dense"])
+    assert dense == pytest.approx(671e9 / 16 * 4 / 1e6, rel=1e-12) and moe < dense / 20
 
 
 # ---- data parallelism: reduce-scatter by layer chunk after the last micro-batch ---------------------
@@ -122,7 +147,9 @@ def test_hierarchical_reduce_scatter_carries_n_over_g_between_domains(real_engin
 
 
 def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_links(real_engine: Engine) -> None:
-    base = ["col.ep.message=400 MB", "par.ep=32", "par.tp=1", "cluster.scaleup.domain_size=8", *LINKS]
+    # one expert per token: nothing to deduplicate, every copy bound for another domain crosses once
+    base = ["col.ep.message=400 MB", "par.ep=32", "par.tp=1", "cluster.scaleup.domain_size=8",
+            "arch.moe.top_k=1", "arch.moe.max_routed_domains=256", *LINKS]
     t = real_engine.value("col.ep.t_alltoall", assign=base, variants=["col.ep.t_alltoall=hierarchical"],
                           base_units=True)
     g, p, n = 8, 32, 400e6
@@ -134,6 +161,35 @@ def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_lin
     flat = real_engine.value("col.ep.t_alltoall", assign=base + ["col.ep.alpha=20 us", f"col.ep.beta={1 / 45} s/GB"],
                              variants=["col.ep.t_alltoall=pairwise"], base_units=True)
     assert t < flat
+
+
+@pytest.mark.parametrize(("limit", "domains"), [(256, 8), (4, 4)])
+def test_two_level_all_to_all_sends_a_token_once_to_each_domain_its_experts_lie_in(
+        real_engine: Engine, limit: int, domains: int) -> None:
+    # DeepSeek-V3's layout: 64 expert-parallel ranks on 8 nodes of 8, k = 8, with and without its 4-node limit
+    base = ["col.ep.message=400 MB", "par.ep=64", "par.tp=1", "cluster.scaleup.domain_size=8", "arch.moe.top_k=8",
+            f"arch.moe.max_routed_domains={limit}", *LINKS]
+    reached = real_engine.value("col.ep.domains_per_token", assign=base)
+    # k experts in m allowed domains alike: a domain gets none with probability (1 - 1/m)^k
+    assert reached == pytest.approx(domains * (1 - (1 - 1 / domains) ** 8), rel=1e-12)
+    inter = real_engine.value("col.ep.t_alltoall_inter", assign=base, base_units=True)
+    n = 8  # domains the group spans
+    assert inter == pytest.approx((n - 1) * 20e-6 + (n - 1) / n * reached / 8 * 400e6 / 45e9, rel=1e-9)
+    per_copy = (n - 1) * 20e-6 + (n - 1) / n * 400e6 / 45e9  # every routed copy over the scale-out link
+    assert inter < per_copy
+
+
+@pytest.mark.parametrize(("precision", "dispatch_bytes"), [
+    ("precision_fp8_blockwise", 1 + 4 / 128),  # FP8 with an FP32 scale per 1 x 128 tile
+    ("precision_fp8_te_delayed_scaling", 2.0),  # quantized inside the linear layers, after the dispatch
+    ("precision_bf16_mixed", 2.0),
+])
+def test_a_layers_mean_all_to_all_carries_dispatches_at_the_recipes_precision_and_combines_in_bf16(
+        real_engine: Engine, precision: str, dispatch_bytes: float) -> None:
+    tokens = ["par.micro_batch=1", "arch.seq_len=4096 token", "par.cp=1", "arch.moe.top_k=8", "arch.hidden=7168"]
+    per_byte = 4096 * 8 * 7168 / 1e6  # MB per byte of element
+    message = real_engine.value("col.ep.message", assign=tokens, presets=[precision])
+    assert message == pytest.approx(per_byte * (dispatch_bytes + 2) / 2, rel=1e-12)
 
 
 # ---- architecture fields: uneven stages and MLA -------------------------------------------------------
