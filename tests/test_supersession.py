@@ -139,7 +139,8 @@ def test_the_shipped_successors_restate_every_attention_benchmark() -> None:
     items = load_observations([OBSERVATIONS])
     kept, gone = in_force(items)
     attention = [i for i in kept if i.obs.measures.variable == "kernel.attn.achieved_flops"]
-    assert len(attention) == 74 and len(gone) == 74
+    restated = [i for i in gone if i.obs.measures.variable == "kernel.attn.achieved_flops"]
+    assert len(attention) == 74 and len(restated) == 74
     assert all("arch.attn.causal" in i.obs.component.assign for i in attention)
     for i in attention:
         assert i.obs.component.assign["arch.attn.causal"] == (1 if "-causal-" in i.obs.id else 0), i.obs.id
