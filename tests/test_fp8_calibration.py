@@ -107,7 +107,8 @@ def components(build: Path, tmp_path_factory) -> tuple[list[dict], Path, str]:
 
 def test_component_calibration_reproduces_the_committed_presets(components) -> None:
     data, out, _ = components
-    assert sorted(d["preset_name"] for d in data) == ["calibration_a100", "calibration_h100", "calibration_h200"]
+    assert sorted(d["preset_name"] for d in data) == ["calibration_a100", "calibration_h100", "calibration_h200",
+                                                      "calibration_mi300x"]
     for d in data:
         name = d["preset_name"]
         assert (out / f"{name}.yaml").read_text() == (CATALOG / "presets" / f"{name}.yaml").read_text()
@@ -124,10 +125,13 @@ def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components
         assert all(rows[i]["within_uncertainty"] for i in rows if "-hbm-" in i or ("-flash-" in i and alone))
         assert params["memory"]["exactly_determined"] and params["attention"]["exactly_determined"] == alone
         # GEMM sweeps: one efficiency per format cannot follow every shape; large square and training-like
-        # shapes come within 15%, and every row outside its uncertainty is reported as such.
+        # shapes come within 15% on NVIDIA parts, and every row outside its uncertainty is reported as such.
+        # MI300X's FP8 sweep falls off at the largest shapes (1223 TFLOP/s at 8192^3, 1081 at 16384^3), which
+        # a tile-and-wave model does not follow: within 25%, and the fitted efficiency carries that scatter.
         large = [r for i, r in rows.items() if any(s in i for s in ("8192x8192x8192", "6144x12288x12288",
                                                                     "allreduce-8gpu-67m", "allreduce-8gpu-134m"))]
-        assert large and all(abs(r["error"]) < 0.15 for r in large)
+        bound = 0.25 if d["preset_name"] == "calibration_mi300x" else 0.15
+        assert large and all(abs(r["error"]) < bound for r in large)
         outside = [i for i, r in rows.items() if not r["within_uncertainty"]]
         assert outside and all(f"{i}" in text for i in outside)
         assert text.count("outside its uncertainty") >= len(outside)
@@ -138,6 +142,11 @@ def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components
                                        "link_intra_latency"}
     # The all-reduce sweep pins the NVLink latency and efficiency together: both have a spread.
     assert all(h100["parameters"][k]["sd"] for k in ("link_intra", "link_intra_latency"))
+    mi300x = next(d for d in data if d["preset_name"] == "calibration_mi300x")
+    # BF16 and FP8 GEMMs, FlashAttention-2, HBM and the xGMI all-reduce sweep: no FlashAttention-3 on MI300X.
+    assert set(mi300x["parameters"]) == {"gemm_training_format", "gemm_fp8", "attention", "memory", "link_intra",
+                                         "link_intra_latency"}
+    assert mi300x["parameters"]["gemm_fp8"]["sd"] > 0.1  # the sweep's scatter, carried as a prediction's spread
     fp8 = h100["parameters"]["gemm_fp8"]
     assert 0.5 < fp8["value"] < 1 and fp8["sd"] is not None and fp8["sd"] > 0
 
