@@ -16,6 +16,7 @@ from gpustack_sim.analyses import sweep as sweep_module
 from gpustack_sim.analyses import uncertainty
 from gpustack_sim.datacenter import api as datacenter_api
 from gpustack_sim.distributed import Backend, chunk_ranges, chunk_seed
+from gpustack_sim.distributed.chunks import TASKS_PER_THREAD
 from gpustack_sim.experiments import Workspace, run_protocol
 from helpers import FIXTURE, REPO, Engine, run_cli_here
 
@@ -63,6 +64,16 @@ def test_backend_keeps_chunk_order_and_counts_progress(clients):
     out = Backend(clients[2]).map(_square_all, 3, [[1, 2], [3], [4, 5, 6]], lambda d, t: ticks.append((d, t)))
     assert out == [[3, 12], [27], [48, 75, 108]]
     assert ticks[0] == (0, 3) and ticks[-1] == (3, 3) and len(ticks) == 4
+
+
+def test_backend_sends_a_few_runs_of_chunks_per_worker_as_one_task_each(clients):
+    # 2 single-threaded workers: at most 2 x TASKS_PER_THREAD tasks for 1000 chunks, results in chunk order
+    ticks = []
+    chunks = [[k] for k in range(1000)]
+    out = Backend(clients[2]).map(_square_all, 1, chunks, lambda d, t: ticks.append((d, t)))
+    assert out == [[k * k] for k in range(1000)]
+    assert ticks[0] == (0, 1000) and ticks[-1] == (1000, 1000) and 2 <= len(ticks) <= 1 + 2 * TASKS_PER_THREAD
+    assert [d for d, _ in ticks] == sorted(d for d, _ in ticks)
 
 
 def _square_all(factor: int, chunk: list[int]) -> list[int]:

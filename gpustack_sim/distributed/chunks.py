@@ -12,6 +12,10 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, int], None]  # (chunks done, chunks in all)
 
+# Tasks per worker thread: enough to even out uneven chunks, few enough that the scheduler's few milliseconds
+# per task stay small beside the work when chunks take tens of milliseconds (a fast sweep's do).
+TASKS_PER_THREAD = 16
+
 
 def chunk_ranges(total: int, size: int) -> list[tuple[int, int]]:
     """[start, stop) of each chunk of `size` items (the last one shorter)."""
@@ -26,8 +30,9 @@ def chunk_seed(entropy: int | Sequence[int], chunk: int) -> np.random.SeedSequen
 
 
 class Backend:
-    """Maps `fn(shared, chunk)` over chunks: here, or on the Dask cluster of `client`. `shared` (the compiled
-    model, parameters) is sent to each worker once."""
+    """Maps `fn(shared, chunk)` over chunks: here, or on the Dask cluster of `client`, a few runs of consecutive
+    chunks per worker thread as one task each. `shared` (the compiled model, parameters) is sent to each worker
+    once."""
 
     def __init__(self, client: Client | None = None):
         self.client = client
@@ -47,16 +52,34 @@ class Backend:
             return results
         from distributed import as_completed
 
+        threads = max(1, sum(self.client.nthreads().values()))
+        batches = _batches(list(chunks), threads * TASKS_PER_THREAD)
         remote = self.client.scatter(shared, broadcast=True)
-        futures = self.client.map(fn, [remote] * total, chunks, pure=False)
+        futures = self.client.map(_each, [fn] * len(batches), [remote] * len(batches), batches, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
-        results: list = [None] * total
+        results: list = [None] * len(batches)
+        done = 0
         try:
-            for k, future in enumerate(as_completed(futures, loop=self.client.loop), 1):
-                results[index[future.key]] = future.result()
+            for future in as_completed(futures, loop=self.client.loop):
+                i = index[future.key]
+                results[i] = future.result()
                 future.release()
+                done += len(batches[i])
                 if progress:
-                    progress(k, total)
+                    progress(done, total)
         finally:
             self.client.cancel(futures)
-        return results
+        return [r for batch in results for r in batch]
+
+
+def _batches(items: list, n: int) -> list[list]:
+    """`items` cut into at most `n` runs of consecutive items whose lengths differ by at most one."""
+    n = min(n, len(items))
+    size, extra = divmod(len(items), n)
+    cuts = [k * size + min(k, extra) for k in range(n + 1)]
+    return [items[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
+def _each(fn: Callable[[Any, Any], Any], shared: Any, batch: list) -> list:
+    """One task: `fn(shared, c)` for each chunk of a batch, in order."""
+    return [fn(shared, chunk) for chunk in batch]
