@@ -12,8 +12,9 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, int], None]  # (chunks done, chunks in all)
 
-# Tasks per worker thread: enough to even out uneven chunks, few enough that the scheduler's few milliseconds
-# per task stay small beside the work when chunks take tens of milliseconds (a fast sweep's do).
+# Tasks per worker thread: enough to even out chunks of unequal length (a simulation's replications differ),
+# few enough that the scheduler's few milliseconds per task stay small beside the work when chunks take tens
+# of milliseconds (a fast sweep's do).
 TASKS_PER_THREAD = 16
 
 
@@ -30,8 +31,8 @@ def chunk_seed(entropy: int | Sequence[int], chunk: int) -> np.random.SeedSequen
 
 
 class Backend:
-    """Maps `fn(shared, chunk)` over chunks: here, or on the Dask cluster of `client`, a few runs of consecutive
-    chunks per worker thread as one task each. `shared` (the compiled model, parameters) is sent to each worker
+    """Maps `fn(shared, chunk)` over chunks: here, or on the Dask cluster of `client`, up to TASKS_PER_THREAD runs
+    of consecutive chunks per worker thread, one task each. `shared` (the compiled model, parameters) is sent to each worker
     once."""
 
     def __init__(self, client: Client | None = None):
