@@ -31,9 +31,9 @@ def chunk_seed(entropy: int | Sequence[int], chunk: int) -> np.random.SeedSequen
 
 
 class Backend:
-    """Maps `fn(shared, chunk)` over chunks: here, or on the Dask cluster of `client`, up to TASKS_PER_THREAD runs
-    of consecutive chunks per worker thread, one task each. `shared` (the compiled model, parameters) is sent to each worker
-    once."""
+    """Maps `fn(shared, chunk)` over chunks: here, or on the Dask cluster of `client`, up to TASKS_PER_THREAD
+    runs of consecutive chunks per worker thread, one task each. `shared` (the compiled model, parameters) is
+    sent to each worker once."""
 
     def __init__(self, client: Client | None = None):
         self.client = client
