@@ -67,6 +67,22 @@ def test_hopper_l2_bandwidth_resolves_from_the_preset_and_exceeds_hbm(real_engin
         assert l2 > real_engine.value("mem.hbm.bandwidth", [preset])
 
 
+
+@pytest.mark.parametrize("gpu,pair", [("gpu_a100_sxm", 1), ("gpu_mi300x", 1), ("gpu_h100_sxm", 2),
+                                      ("gpu_h800_sxm", 2), ("gpu_h200_sxm", 2), ("gpu_b200", 2)])
+def test_gemm_l2_intensity_counts_the_thread_blocks_one_multicast_a_tile_feeds(real_engine: Engine, gpu: str,
+                                                                               pair: int) -> None:
+    # 256 x 128 BF16 tiles: per K step 256 rows of A and 128 pair columns of B, 2 x 256 x 128 pair FLOPs. GPUs
+    # without thread-block clusters read A once per thread block (85.3 FLOP/B); Hopper and later once per pair.
+    presets = [gpu, "precision_bf16_mixed", "megatron_lm_software"]
+    assert real_engine.value("kernel.gemm.cluster_ctas", presets) == pair
+    expected = 2 * 256 * 128 * pair / ((256 + 128 * pair) * 2)
+    assert real_engine.value("kernel.gemm.intensity_l2", presets) == pytest.approx(expected, rel=1e-12)
+    assert real_engine.value("kernel.linear.intensity_l2", presets) == pytest.approx(expected, rel=1e-12)
+    # a library asking for more thread blocks than a cluster holds gets the portable cluster of 8
+    wide = real_engine.value("kernel.gemm.cluster_ctas", presets, assign=["kernel.gemm.multicast_ctas=16"])
+    assert wide == (8 if pair > 1 else 1)
+
 def test_h800_node_has_less_than_half_the_h100_nvlink_and_nvl72_one_72_gpu_domain(real_engine: Engine) -> None:
     h100 = real_engine.value("link.nvlink.bw_per_direction", ["dgx_h100_node"])
     h800 = real_engine.value("link.nvlink.bw_per_direction", ["hgx_h800_node"])
