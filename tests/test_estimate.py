@@ -178,7 +178,8 @@ def test_validate_scores_csv_rows_and_names_bad_ones(build: Path, calibration, c
     res = gp(build, "validate", str(cal_data / "training_iterations.csv"), "--json", "--samples", "500")
     assert res.returncode == 0, res.stderr
     panel = json.loads(res.stdout)["panels"]["training_iterations"]
-    assert panel["mape"] == pytest.approx(data["mape"], rel=1e-6)  # in-sample: the same predictions
+    # in-sample: the same predictions, from the parameters the preset stores to six significant figures
+    assert panel["mape"] == pytest.approx(data["mape"], rel=1e-5)
     assert panel["spearman"] > 0.9 and 0 <= panel["coverage"]["90%"]["fraction"] <= 1
     lines = (cal_data / "training_iterations.csv").read_text().splitlines()
     header = next(line for line in lines if line.startswith("model,"))
@@ -197,14 +198,14 @@ def test_validate_scores_csv_rows_and_names_bad_ones(build: Path, calibration, c
     assert json.loads(res.stdout)["rows"][0]["target"] == "training.achieved_flops_megatron"
 
 
-# Narayanan et al. 2021 Table 1 as scored before it moved from validation/*.csv into observations (2000
-# samples, seed 0). Spearman is the exception: ties (138, 138 and 163, 163 TFLOP/s) now share their average
-# rank, where the old code broke them by row order (0.818).
-NARAYANAN = {"mape": 0.04281785823229969, "bias": 0.03900591805800152, "max_abs_error": 0.09083837216738837,
-             "spearman": 0.8414790579803638}
-NARAYANAN_PREDICTED = [144.3119952684956, 141.82287621304448, 141.0777538449502, 133.52407361147846,
-                       137.774753422564, 152.71737210343437, 152.3600130806819, 165.18261782815367,
-                       177.56899459980784, 171.58555036417908]
+# Narayanan et al. 2021 Table 1 as scored (2000 samples, seed 0) since the output head runs on the last pipeline
+# stage instead of being averaged over the stages (stop 25): MAPE 4.28% -> 6.02%, the 90% interval covering 9 of
+# 10 rows (10 before). A change of model that moves these must restate them here and say so.
+NARAYANAN = {"mape": 0.060180085302268614, "bias": 0.04406700185746414, "max_abs_error": 0.13106284655931077,
+             "spearman": 0.7683069659820713}
+NARAYANAN_PREDICTED = [154.95560997862557, 147.2793792049317, 139.59212925709943, 128.55773061284748,
+                       135.8074467502043, 150.73173757332543, 152.6148977351756, 166.5645723877947,
+                       176.7591368222642, 172.13968291503974]
 
 
 def test_held_out_validation_set_is_unchanged(build: Path, calibration) -> None:
@@ -215,7 +216,7 @@ def test_held_out_validation_set_is_unchanged(build: Path, calibration) -> None:
     panel = val["panels"]["narayanan2021_table1"]
     assert {k: panel[k] for k in NARAYANAN} == pytest.approx(NARAYANAN, rel=1e-12)
     assert [r["predicted"] for r in val["rows"]] == pytest.approx(NARAYANAN_PREDICTED, rel=1e-12)
-    assert panel["coverage"]["90%"] == {"covered": 10, "n": 10, "fraction": 1.0}
+    assert panel["coverage"]["90%"] == {"covered": 9, "n": 10, "fraction": 0.9}
     assert {r["target"] for r in val["rows"]} == {"training.achieved_flops_megatron"} and val["unresolved"] == []
 
 

@@ -209,6 +209,33 @@ def test_uneven_stages_run_at_the_pace_of_the_fullest_stage(real_engine: Engine)
     assert "par.pipeline.uneven_stages_fit" in {c.name for c in too_many.violated}
 
 
+
+# Per step on one stage: 8 layers' GEMMs 80 ms, attention 16 ms, elementwise 3 ms, dropout 1 ms (100 ms, 12.5 ms a
+# layer); 4 micro-batches of a 5 ms head forward and 10 ms backward, and 12 ms of cross entropy averaged over 16
+# stages (0.75 ms): a 72 ms head on the last stage.
+HEAD = ["par.pp=16", "par.pipeline.layers_per_stage=8", "par.pipeline.n_microbatches=4",
+        "kernel.step.t_gemm_layers=80 ms", "kernel.step.t_attention=16 ms", "kernel.step.t_elementwise=3 ms",
+        "kernel.step.t_dropout=1 ms", "kernel.logits.t_fwd=5 ms", "kernel.logits.t_bwd=10 ms",
+        "kernel.step.t_cross_entropy=0.75 ms"]
+
+
+@pytest.mark.parametrize("last,slowest_extra", [
+    (None, 72.0),       # even split: the last stage runs a full stage and then the head
+    (7, 72.0 - 12.5),   # one layer fewer: the head fills that layer's 12.5 ms, the rest shows
+    (2, 0.0)])          # six layers fewer (75 ms): the head fits; the slowest stage runs no head at all
+def test_the_output_head_slows_the_pipeline_by_what_the_last_stage_cannot_absorb(
+        real_engine: Engine, last: int | None, slowest_extra: float) -> None:
+    if last is None:
+        assign, variants = HEAD, ["par.pipeline.last_stage_slack_layers=even_stages"]
+    else:
+        assign = HEAD + [f"par.pipeline.last_stage_layers={last}"]
+        variants = ["par.pipeline.last_stage_slack_layers=uneven_stages"]
+    assert real_engine.value("kernel.step.t_head", assign=assign, base_units=True) == pytest.approx(0.072)
+    imbalance = real_engine.value("kernel.step.t_head_imbalance", assign=assign, variants=variants,
+                                  base_units=True)
+    # the compute and memory terms already carry 1/16 of the head; the imbalance is the rest of what shows
+    assert imbalance == pytest.approx((slowest_extra - 72.0 / 16) / 1000, rel=1e-12)
+
 def test_mla_attention_parameters_from_the_latent_dimensions(real_engine: Engine) -> None:
     # DeepSeek-V3's released dimensions: h 7168, 128 heads, d_c 512, d_c' 1536, RoPE 64, q/k 128, v 128
     h, a, dc, dq, r, qk, v = 7168, 128, 512, 1536, 64, 128, 128
