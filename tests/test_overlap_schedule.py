@@ -150,7 +150,8 @@ def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_lin
     # one expert per token: nothing to deduplicate, every copy bound for another domain crosses once
     base = ["col.ep.message=400 MB", "par.ep=32", "par.tp=1", "cluster.scaleup.domain_size=8",
             "arch.moe.top_k=1", "arch.moe.max_routed_domains=256", *LINKS]
-    t = real_engine.value("col.ep.t_alltoall", assign=base, variants=["col.ep.t_alltoall=hierarchical"],
+    t = real_engine.value("col.ep.t_alltoall", assign=base, variants=["col.ep.t_alltoall=hierarchical",
+                                                                      "col.ep.t_alltoall_hidden=serial_ep"],
                           base_units=True)
     g, p, n = 8, 32, 400e6
     # 24 of 32 destinations are remote; locally, own-domain traffic plus forwarding adds up to (g-1)/g of N
@@ -158,6 +159,10 @@ def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_lin
     inter = (p / g - 1) * 20e-6 + (p - g) / p * n / 45e9
     intra = (g - 1) * 5e-6 + (g - 1) / g * n / 360e9
     assert t == pytest.approx(inter + intra, rel=1e-9)
+    # DeepEP forwards each token over the scale-up links as it arrives: the phases overlap, the longer shows
+    pipelined = real_engine.value("col.ep.t_alltoall", assign=base, variants=[
+        "col.ep.t_alltoall=hierarchical", "col.ep.t_alltoall_hidden=dualpipe"], base_units=True)
+    assert pipelined == pytest.approx(max(inter, intra), rel=1e-9)
     flat = real_engine.value("col.ep.t_alltoall", assign=base + ["col.ep.alpha=20 us", f"col.ep.beta={1 / 45} s/GB"],
                              variants=["col.ep.t_alltoall=pairwise"], base_units=True)
     assert t < flat
@@ -210,31 +215,35 @@ def test_uneven_stages_run_at_the_pace_of_the_fullest_stage(real_engine: Engine)
 
 
 
-# Per step on one stage: 8 layers' GEMMs 80 ms, attention 16 ms, elementwise 3 ms, dropout 1 ms (100 ms, 12.5 ms a
-# layer); 4 micro-batches of a 5 ms head forward and 10 ms backward, and 12 ms of cross entropy averaged over 16
-# stages (0.75 ms): a 72 ms head on the last stage.
+# Per step on the slowest stage: 8 layers' GEMMs 80 ms, attention 16 ms, elementwise 3 ms, dropout 1 ms (100 ms,
+# 12.5 ms a layer); 4 micro-batches of a 5 ms head forward and 10 ms backward, and 12 ms of cross entropy averaged
+# over 16 stages (0.75 ms): a 72 ms head on the last stage, of which the compute and memory terms carry 4.5 ms.
 HEAD = ["par.pp=16", "par.pipeline.layers_per_stage=8", "par.pipeline.n_microbatches=4",
         "kernel.step.t_gemm_layers=80 ms", "kernel.step.t_attention=16 ms", "kernel.step.t_elementwise=3 ms",
         "kernel.step.t_dropout=1 ms", "kernel.logits.t_fwd=5 ms", "kernel.logits.t_bwd=10 ms",
         "kernel.step.t_cross_entropy=0.75 ms"]
 
 
-@pytest.mark.parametrize("last,slowest_extra", [
-    (None, 72.0),       # even split: the last stage runs a full stage and then the head
-    (7, 72.0 - 12.5),   # one layer fewer: the head fills that layer's 12.5 ms, the rest shows
-    (2, 0.0)])          # six layers fewer (75 ms): the head fits; the slowest stage runs no head at all
+@pytest.mark.parametrize("copies,stages,mtp,exposed", [
+    (1, None, 0, 72.0),           # even split: the last stage runs a full stage and then the head
+    (1, (7, 7), 0, 72.0 - 12.5),  # one layer fewer: the head fills that layer's 12.5 ms, the rest shows
+    (1, (7, 2), 0, 0.0),          # six layers fewer (75 ms): the head fits; the slowest stage runs no head
+    (2, None, 0, 36.0),           # DualPipe: the last stage's rank runs it for half the micro-batches
+    (2, (3, 2), 0, 0.0),          # ... beside the first stage, room (5 + 6) / 2 layers: 68.75 ms > 36 ms
+    (1, None, 1, 2 * 72.0 + 12.5)])  # one MTP module: one more block and one more pass of head and loss
 def test_the_output_head_slows_the_pipeline_by_what_the_last_stage_cannot_absorb(
-        real_engine: Engine, last: int | None, slowest_extra: float) -> None:
-    if last is None:
-        assign, variants = HEAD, ["par.pipeline.last_stage_slack_layers=even_stages"]
-    else:
-        assign = HEAD + [f"par.pipeline.last_stage_layers={last}"]
-        variants = ["par.pipeline.last_stage_slack_layers=uneven_stages"]
-    assert real_engine.value("kernel.step.t_head", assign=assign, base_units=True) == pytest.approx(0.072)
+        real_engine: Engine, copies: int, stages: tuple[int, int] | None, mtp: int, exposed: float) -> None:
+    assign = HEAD + [f"par.pipeline.parameter_copies={copies}", f"arch.mtp.depth={mtp}"]
+    split = "even_stages"
+    if stages is not None:
+        split = "uneven_stages"
+        assign += [f"par.pipeline.first_stage_layers={stages[0]}", f"par.pipeline.last_stage_layers={stages[1]}"]
+    variants = [f"par.pipeline.last_stage_slack_layers={split}", f"par.pipeline.first_stage_slack_layers={split}"]
+    head = real_engine.value("kernel.step.t_head", assign=assign, variants=variants, base_units=True)
+    assert head == pytest.approx((1 + mtp) * 0.072 + mtp * 0.0125)
     imbalance = real_engine.value("kernel.step.t_head_imbalance", assign=assign, variants=variants,
                                   base_units=True)
-    # the compute and memory terms already carry 1/16 of the head; the imbalance is the rest of what shows
-    assert imbalance == pytest.approx((slowest_extra - 72.0 / 16) / 1000, rel=1e-12)
+    assert imbalance == pytest.approx((exposed - 4.5) / 1000, rel=1e-12)
 
 def test_mla_attention_parameters_from_the_latent_dimensions(real_engine: Engine) -> None:
     # DeepSeek-V3's released dimensions: h 7168, 128 heads, d_c 512, d_c' 1536, RoPE 64, q/k 128, v 128
@@ -257,6 +266,17 @@ def test_mla_run_fields_bind_the_latents_and_the_value_head_dim(real_engine: Eng
     assert (assignments["arch.mla.kv_lora_rank"], assignments["arch.mla.rope_head_dim"],
             assignments["arch.mla.qk_nope_head_dim"]) == (512, 64, 128)
 
+
+
+def test_multi_token_prediction_binds_its_depth_and_lengthens_the_step(real_engine: Engine) -> None:
+    plain = real_engine.load_run(README_RUN)
+    assert real_engine.facts.run_fields.bind(plain)[0]["arch.mtp.depth"] == 0  # most runs have none
+    mtp = real_engine.load_run(README_RUN, ["model.mtp_depth=1"])
+    assert real_engine.facts.run_fields.bind(mtp)[0]["arch.mtp.depth"] == 1
+    # the README run's even split leaves its last stage no room: one more block and head pass add to the step
+    steps = [real_engine.resolver.resolve("training.t_step", real_engine.run_scenario(run)).value
+             for run in (plain, mtp)]
+    assert steps[1] > steps[0]
 
 # ---- the whole estimate -------------------------------------------------------------------------------
 

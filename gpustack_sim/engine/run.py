@@ -75,6 +75,9 @@ class ModelSpec(_Strict):
         "Causal (decoder) attention mask, as every decoder LLM trains; false for bidirectional attention. "
         "A fused kernel with the mask skips the score blocks above the diagonal, about half the time."))] = True
     dropout: Annotated[bool, Field(description="Dropout layers active (GPT-3 era), off in most current runs.")] = False
+    mtp_depth: Annotated[int, Field(ge=0, le=MAX_COUNT, description=(
+        "Multi-token-prediction modules (1 in DeepSeek-V3): each one more transformer block and pass of the "
+        "output head on the last pipeline stage."))] = 0
     moe: MoESpec | None = None
     mla: Annotated[MLASpec | None, Field(description="Multi-head latent attention instead of grouped-query.")] = None
 
