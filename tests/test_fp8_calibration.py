@@ -141,12 +141,21 @@ def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components
     # it can only since Hopper's multicast lifted the model's L2 ceiling above the measured rate.
     assert set(h100["parameters"]) == {"gemm_training_format", "gemm_fp8", "attention", "attention_fa3",
                                        "attention_overhead_fa2", "attention_overhead_fa3", "attention_exp_fa3",
-                                       "memory", "link_intra", "link_intra_latency"}
+                                       "memory", "link_intra", "link_nvls", "link_inter", "link_intra_latency"}
     bf16 = h100["parameters"]["gemm_training_format"]
     assert bf16["exactly_determined"] and 0.5 < bf16["value"] < 1
     assert next(r for r in h100["rows"] if "-gemm-bf16-" in r["id"])["within_uncertainty"]
-    # The all-reduce sweep pins the NVLink latency and efficiency together: both have a spread.
-    assert all(h100["parameters"][k]["sd"] for k in ("link_intra", "link_intra_latency"))
+    # The in-switch all-reduce sweep pins the NVLink latency and the NVLS efficiency together, the forced rings the
+    # copy and port efficiencies: all have a spread. Copies run faster than the in-switch reduction lets the links
+    # run (370 against 275 GB/s per direction, nccl-tests issue 212), and a tuned ring across two nodes comes
+    # within a few per cent of its 8 ports of 400 Gb/s (issue 309).
+    p = h100["parameters"]
+    assert all(p[k]["sd"] for k in ("link_intra", "link_nvls", "link_inter", "link_intra_latency"))
+    assert p["link_nvls"]["value"] < 0.7 < p["link_intra"]["value"] < 0.9 < p["link_inter"]["value"] <= 1
+    assert all(abs(r["error"]) < 0.02 for r in h100["rows"] if "ring-allreduce" in r["id"])
+    h200 = next(d for d in data if d["preset_name"] == "calibration_h200")
+    # H200's only all-reduce sweep runs in the switch: it sets link_nvls and leaves the copy efficiency unfitted
+    assert "link_nvls" in h200["parameters"] and "link_intra" not in h200["parameters"]
     mi300x = next(d for d in data if d["preset_name"] == "calibration_mi300x")
     # BF16 and FP8 GEMMs, FlashAttention-2, HBM and the xGMI all-reduce sweep: no FlashAttention-3 on MI300X.
     assert set(mi300x["parameters"]) == {"gemm_training_format", "gemm_fp8", "attention", "memory", "link_intra",
@@ -202,10 +211,11 @@ def test_every_command_applies_a_generation_preset_after_the_end_to_end_calibrat
 
 def test_a100_narayanan_panel_stays_near_the_issue_bar(engine: Engine) -> None:
     # Issue 15's bar keeps this panel within 5%. It was 4.3% until the output head moved onto the last pipeline
-    # stage (stop 25) and the end-to-end calibration refitted with it: 6.0%, reported and not tuned back. This
-    # guards that level against further loss.
+    # stage (stop 25) and the end-to-end calibration refitted with it: 6.0%; NCCL's ring across nodes on every
+    # port (stop 26) sped up the small models' data-parallel all-reduces: 6.14%. Both reported, not tuned back.
+    # This guards that level against further loss.
     panel = engine.validate(NARAYANAN, samples=2).panels["narayanan2021_table1"]
-    assert panel["n"] == 10 and panel["mape"] < 0.061
+    assert panel["n"] == 10 and panel["mape"] < 0.0615
 
 
 def test_fp8_on_an_a100_violates_the_tensor_core_format_constraint(engine: Engine) -> None:

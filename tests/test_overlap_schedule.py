@@ -141,9 +141,42 @@ def test_hierarchical_reduce_scatter_carries_n_over_g_between_domains(real_engin
     inter = 3 * 20e-6 + 3 / 4 * (800e6 / 8) / 45e9
     assert hier == pytest.approx(intra + inter, rel=1e-9)
     ring = 31 * 20e-6 + 31 / 32 * 800e6 / 45e9
+    # one ring per port: a port carries 1/8 of the ring traffic, a GPU's copies the other 7/8, both at once
+    rail = 31 * 20e-6 + 31 / 32 * 800e6 * max(1 / 45e9 / 8, 7 / 8 / 360e9)
     fastest = real_engine.value("col.dp.t_reduce_scatter", assign=base,
                                 variants=["col.dp.t_reduce_scatter=fastest"], base_units=True)
-    assert fastest == pytest.approx(min(ring, intra + inter), rel=1e-9) and intra + inter < ring
+    assert fastest == pytest.approx(min(ring, rail, intra + inter), rel=1e-9) and intra + inter < ring
+
+
+@pytest.mark.parametrize("collective,steps,volume", [
+    ("t_allreduce", 2 * 31, 2 * 31 / 32), ("t_reduce_scatter", 31, 31 / 32), ("t_allgather", 31, 31 / 32)])
+def test_rail_ring_spreads_domain_crossings_over_every_local_port(real_engine: Engine, collective, steps,
+                                                                   volume) -> None:
+    # NCCL's ring across nodes: g rings each leave a domain through a different GPU's port, so the slower of a
+    # port's 1/g share and a GPU's (g - 1)/g share of copies paces the ring (nccl-tests issue 309: about 400 GB/s
+    # of bus bandwidth from 8 ports of 50 GB/s). A three-phase hierarchy pays both shares one after the other.
+    base = ["col.dp.message=800 MB", "col.dp.param_message=800 MB", "col.dp.group_size=32", "col.dp.alpha=20 us",
+            *LINKS]
+
+    def rail(g: int, n: int) -> float:
+        return real_engine.value(f"col.dp.{collective}", base_units=True,
+                                 assign=[*base, f"col.dp.ranks_per_domain={g}", f"col.dp.n_domains={n}"],
+                                 variants=[f"col.dp.{collective}=rail_ring"])
+
+    ports_bound = steps * 20e-6 + volume * 800e6 / 45e9 / 8
+    assert rail(8, 4) == pytest.approx(ports_bound, rel=1e-9)
+    # with four ranks per domain their copies are still faster than the ports' quarter share
+    assert rail(4, 8) == pytest.approx(steps * 20e-6 + volume * 800e6 / 45e9 / 4, rel=1e-9)
+    # one rank per domain: a flat ring on the ports
+    assert rail(1, 32) == pytest.approx(steps * 20e-6 + volume * 800e6 / 45e9, rel=1e-9)
+    # inside one domain every hop is a copy
+    assert rail(32, 1) == pytest.approx(steps * 20e-6 + volume * 800e6 / 360e9, rel=1e-9)
+    # slow copies pace it: 7/8 of the traffic at 30 GB/s is slower than 1/8 at 45 GB/s
+    slow = real_engine.value(f"col.dp.{collective}", base_units=True,
+                             assign=[*base, "col.dp.ranks_per_domain=8", "col.dp.n_domains=4",
+                                     f"link.intra.beta={1 / 30} s/GB"],
+                             variants=[f"col.dp.{collective}=rail_ring"])
+    assert slow == pytest.approx(steps * 20e-6 + volume * 800e6 * 7 / 8 / 30e9, rel=1e-9)
 
 
 def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_links(real_engine: Engine) -> None:

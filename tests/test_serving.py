@@ -103,7 +103,8 @@ def test_serving_all_reduces_follow_the_nodes_algorithm(engine: Engine, llama: S
                                                         volume) -> None:
     # Two all-reduces per layer of h activations per sequence, each with the start-ups and the volume of the
     # algorithm the node selects; nothing with one rank.
-    run = llama.with_extras(variants={"col.tp.allreduce_startups": algorithm, "col.tp.allreduce_volume": algorithm})
+    run = llama.with_extras(variants={"col.tp.allreduce_startups": algorithm, "col.tp.allreduce_volume": algorithm,
+                                      "col.tp.domain_beta": algorithm})
     for tp in (1, 2, 8):
         fixed = resolve(engine, run, "serve.comm.t_fixed", **{"par.tp": tp})
         per_sequence = resolve(engine, run, "serve.comm.t_per_sequence", **{"par.tp": tp})
