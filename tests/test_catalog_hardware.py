@@ -193,15 +193,35 @@ def test_tensor_parallel_all_reduce_runs_at_its_algorithms_efficiency(real_engin
     # NVLink SHARP's in-switch reduction paces an H100 node's all-reduce (about 480 GB/s of bus bandwidth on 8
     # GPUs against 370 GB/s for ring copies, nccl-tests issue 212); ring nodes run at the copy efficiency, and the
     # other efficiency plays no part in either.
-    assign = ["par.tp=8", "col.tp.message=1 GB", "link.intra.sw_latency=0 s", "link.intra.switch_latency=0 s",
-              "link.intra.efficiency=0.8", "link.nvls.efficiency=0.5"]
+    assign = ["par.tp=8", "col.tp.message=1 GB", "link.intra.sw_latency=0 s", "link.nvls.sw_latency=0 s",
+              "link.intra.switch_latency=0 s", "link.intra.efficiency=0.8", "link.nvls.efficiency=0.5"]
     res = real_engine.resolve("col.tp.t_allreduce", [node], assign=assign)
     assert res.missing == {}
     used = {s.variable for s in res.trace}
     other = ({"link.intra.efficiency", "link.nvls.efficiency"} - {efficiency}).pop()
     assert efficiency in used and other not in used
+    # and its own per-message latency: an in-switch message's, or a ring step's
+    latency = "link.nvls.sw_latency" if efficiency == "link.nvls.efficiency" else "link.intra.sw_latency"
+    assert latency in used and ({"link.intra.sw_latency", "link.nvls.sw_latency"} - {latency}).pop() not in used
     bw = real_engine.value("link.scaleup.bw_per_gpu", [node]) * 1e9  # GB/s
     volume = 1 if efficiency == "link.nvls.efficiency" else 2 * 7 / 8
     rate = 0.5 if efficiency == "link.nvls.efficiency" else 0.8
     assert real_engine.value("col.tp.t_allreduce", [node], assign=assign, base_units=True) == pytest.approx(
         volume * 1e9 / (bw * rate), rel=1e-9)
+
+
+def test_sequence_parallel_gathers_and_scatters_at_the_copy_rate_even_where_the_switch_reduces(
+        real_engine: Engine) -> None:
+    # Under sequence parallelism the layer's reduction is a reduce-scatter and an all-gather, which an H100 node's
+    # NVLink SHARP does not speed up (its NVLS reduce-scatter reaches 363 GB/s of bus bandwidth, its ring all-reduce
+    # 368, its NVLS all-reduce 479): t - 1 copy steps of 1/t of the message each, twice.
+    assign = ["par.tp=8", "col.tp.message=1 GB", "link.intra.sw_latency=2 us", "link.nvls.sw_latency=20 us",
+              "link.intra.switch_latency=0 s", "link.intra.efficiency=0.8", "link.nvls.efficiency=0.5"]
+    bw = real_engine.value("link.scaleup.bw_per_gpu", ["dgx_h100_node"]) * 1e9  # GB/s
+
+    def collective(sp: int) -> float:
+        return real_engine.value("col.tp.t_collective", ["dgx_h100_node"], assign=[*assign, f"par.sp={sp}"],
+                                 base_units=True)
+
+    assert collective(1) == pytest.approx(2 * 7 * 2e-6 + 2 * 7 / 8 * 1e9 / (bw * 0.8), rel=1e-9)
+    assert collective(0) == pytest.approx(2 * 20e-6 + 1e9 / (bw * 0.5), rel=1e-9)

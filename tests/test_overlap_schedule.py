@@ -18,7 +18,7 @@ README_RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 
 # ---- tensor parallelism: collectives decomposed under the GEMMs ---------------------------------------
 
-TP = ["col.tp.t_allreduce=100 us", "kernel.layer.t_gemm_fwd=0.0002 s", "kernel.layer.t_gemm_bwd=0.0004 s",
+TP = ["col.tp.t_collective=100 us", "kernel.layer.t_gemm_fwd=0.0002 s", "kernel.layer.t_gemm_bwd=0.0004 s",
       "par.pipeline.layers_per_stage=10", "par.pipeline.n_microbatches=4", "par.tp=4",
       "par.recompute.forward_passes=1"]
 

@@ -101,18 +101,21 @@ def test_kv_capacity_mla_matches_hand_computation(engine: Engine) -> None:
 ])
 def test_serving_all_reduces_follow_the_nodes_algorithm(engine: Engine, llama: ServeRunSpec, algorithm, startups,
                                                         volume) -> None:
-    # Two all-reduces per layer of h activations per sequence, each with the start-ups and the volume of the
-    # algorithm the node selects; nothing with one rank.
+    # Two all-reduces per layer of h activations per sequence, each with the start-ups, volume, latency and rate
+    # of the algorithm the node selects (the in-switch reduction's own, copies' around a ring); nothing with one
+    # rank.
     run = llama.with_extras(variants={"col.tp.allreduce_startups": algorithm, "col.tp.allreduce_volume": algorithm,
-                                      "col.tp.domain_beta": algorithm})
+                                      "col.tp.allreduce_alpha": algorithm, "col.tp.allreduce_beta": algorithm})
     for tp in (1, 2, 8):
         fixed = resolve(engine, run, "serve.comm.t_fixed", **{"par.tp": tp})
         per_sequence = resolve(engine, run, "serve.comm.t_per_sequence", **{"par.tp": tp})
         if tp == 1:
             assert fixed == 0 and per_sequence == 0
             continue
-        alpha = resolve(engine, run, "col.tp.alpha", **{"par.tp": tp}) * 1e-6  # us
-        beta = resolve(engine, run, "col.tp.beta", **{"par.tp": tp}) * 1e-9  # s/GB
+        alpha = resolve(engine, run, "link.nvls.alpha" if algorithm == "in_switch" else "col.tp.alpha",
+                        **{"par.tp": tp}) * 1e-6  # us
+        beta = resolve(engine, run, "link.nvls.beta" if algorithm == "in_switch" else "col.tp.beta",
+                       **{"par.tp": tp}) * 1e-9  # s/GB
         assert fixed == pytest.approx(2 * LAYERS * startups(tp) * alpha)
         assert per_sequence == pytest.approx(2 * LAYERS * volume(tp) * beta * H * 2)  # BF16 activations
 
