@@ -179,6 +179,21 @@ def test_rail_ring_spreads_domain_crossings_over_every_local_port(real_engine: E
     assert slow == pytest.approx(steps * 20e-6 + volume * 800e6 * 7 / 8 / 30e9, rel=1e-9)
 
 
+@pytest.mark.parametrize("message,bytes_name,bytes_value", [
+    ("col.ep.dispatch_message", "col.ep.dispatch_bytes_per_element", "1 B"),
+    ("col.ep.combine_message", "precision.bytes_per_activation", "2 B")])
+def test_each_rank_dispatches_its_own_sequence_shard(real_engine: Engine, message, bytes_name, bytes_value) -> None:
+    # Megatron-Core's dispatcher takes the layer input as [S/TP, B, H] (num_local_tokens = S/TP x B): under
+    # sequence parallelism a rank sends only its shard's tokens, each to k experts; without it, all b s/c.
+    base = ["par.micro_batch=2", "arch.seq_len=4096 token", "par.cp=2", "arch.moe.top_k=8", "arch.hidden=4096",
+            "par.tp=4", f"{bytes_name}={bytes_value}"]
+    size = int(bytes_value.split()[0])
+    full = real_engine.value(message, assign=[*base, "par.sp=0"], base_units=True)
+    shard = real_engine.value(message, assign=[*base, "par.sp=1"], base_units=True)
+    assert full == pytest.approx(2 * 2048 * 8 * 4096 * size * 8, rel=1e-12)  # bits, the base unit of MB
+    assert shard == pytest.approx(full / 4, rel=1e-12)
+
+
 def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_links(real_engine: Engine) -> None:
     # one expert per token: nothing to deduplicate, every copy bound for another domain crosses once
     base = ["col.ep.message=400 MB", "par.ep=32", "par.tp=1", "cluster.scaleup.domain_size=8",
