@@ -239,7 +239,8 @@ def test_two_level_all_to_all_sends_a_token_once_to_each_domain_its_experts_lie_
 ])
 def test_a_layers_mean_all_to_all_carries_dispatches_at_the_recipes_precision_and_combines_in_bf16(
         real_engine: Engine, precision: str, dispatch_bytes: float) -> None:
-    tokens = ["par.micro_batch=1", "arch.seq_len=4096 token", "par.cp=1", "arch.moe.top_k=8", "arch.hidden=7168"]
+    tokens = ["par.micro_batch=1", "arch.seq_len=4096 token", "par.cp=1", "par.sp=0", "arch.moe.top_k=8",
+              "arch.hidden=7168"]
     per_byte = 4096 * 8 * 7168 / 1e6  # MB per byte of element
     message = real_engine.value("col.ep.message", assign=tokens, presets=[precision])
     assert message == pytest.approx(per_byte * (dispatch_bytes + 2) / 2, rel=1e-12)
