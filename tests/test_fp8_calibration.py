@@ -4,6 +4,7 @@ calibration per hardware generation (kernel and memory benchmarks as calibration
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,18 @@ def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components
     bf16 = h100["parameters"]["gemm_training_format"]
     assert bf16["exactly_determined"] and 0.5 < bf16["value"] < 1
     assert next(r for r in h100["rows"] if "-gemm-bf16-" in r["id"])["within_uncertainty"]
+    # Its one measurement says nothing of how far another shape lands from the model: the spread is the scatter
+    # of the generation's FP8 GEMM rows about their own fitted efficiency (log residuals over n - 1 degrees of
+    # freedom), on the BF16 value's scale.
+    fp8_rows = [r for r in h100["rows"] if "-gemm-fp8-" in r["id"]]
+    log_scatter = math.sqrt(sum(math.log(r["predicted"] / r["measured"]) ** 2 for r in fp8_rows)
+                            / (len(fp8_rows) - 1))
+    assert bf16["spread_from"] == "kernel.gemm.achieved_flops"
+    assert bf16["sd"] == pytest.approx(bf16["value"] * log_scatter, rel=1e-3)
+    # A one-row parameter whose kind no other row of the generation measures keeps no spread: HBM bandwidth.
+    assert all(d["parameters"]["memory"]["sd"] is None and d["parameters"]["memory"]["spread_from"] is None
+               for d in data)
+    assert "the spread of the other kernel.gemm.achieved_flops rows" in text
     # The in-switch all-reduce sweep pins its own latency and efficiency, the forced rings the copies' (a ring
     # step's latency and the copy efficiency) and the ports' efficiency: all have a spread. Copies run faster than
     # the in-switch reduction lets the links run (370 against 275 GB/s per direction, nccl-tests issue 212), a

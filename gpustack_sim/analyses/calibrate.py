@@ -83,6 +83,9 @@ class Fit:
     predicted: list[float]
     iterations: int
     exact: frozenset[str] = frozenset()  # parameters with no more measurements of their own than unknowns
+    # An exactly determined parameter's spread borrowed from the scatter of other rows measuring the same
+    # variable: parameter -> (that variable, how many rows the scatter comes from).
+    borrowed: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def fit(models: RowModels, max_iterations: int = 200) -> Fit:
@@ -126,21 +129,43 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
     J = jacobian(theta)
     keys = [p.key for p in models.params]
     exact: set[str] = set()
+    borrowed: dict[str, tuple[str, int]] = {}
     if all(models.depends):
         # Parameters no row ties together are fitted independently: each block's spread comes from its own
         # rows' residuals, and a block with no more rows than parameters is exactly determined.
         sds = np.zeros(len(keys))
+        exact_blocks = []
+        # Residual sum of squares, degrees of freedom and rows of the identified blocks whose rows all measure
+        # one variable, by that variable.
+        scatter: dict[str, list[float]] = {}
         for block in _blocks(keys, models.depends):
             cols = [keys.index(k) for k in block]
             mine = [i for i, d in enumerate(models.depends) if d & block]
             dof = len(mine) - len(cols)
             if dof < 1:
                 exact.update(block)
+                exact_blocks.append((cols, mine))
                 continue
             rb, Jb = r[mine], J[np.ix_(mine, cols)]
             cov = np.linalg.pinv(Jb.T @ Jb) * (float(rb @ rb) / dof)
             sds[cols] = np.sqrt(np.clip(np.diag(cov), 0, None))
             _add_scatter(sds, theta, cols, Jb, float(rb @ rb) / dof)
+            targets = {models.rows[i].target for i in mine}
+            if len(targets) == 1:
+                pooled = scatter.setdefault(targets.pop(), [0.0, 0, 0])
+                pooled[0] += float(rb @ rb)
+                pooled[1] += dof
+                pooled[2] += len(mine)
+        # One measurement fixes a value but says nothing of how far the next measurement of the same kind
+        # lands from the model: a zero spread would claim a shape-independent kernel. Such a parameter takes
+        # the scatter that the generation's other rows of the same measured variable show about the fit.
+        for cols, mine in exact_blocks:
+            targets = {models.rows[i].target for i in mine}
+            if len(targets) != 1 or (target := targets.pop()) not in scatter:
+                continue
+            rss, dof, n = scatter[target]
+            _add_scatter(sds, theta, cols, J[np.ix_(mine, cols)], rss / dof)
+            borrowed.update({keys[c]: (target, n) for c in cols if sds[c] > 0})
     else:
         dof = max(len(r) - len(theta), 1)
         cov = np.linalg.pinv(J.T @ J) * (cost / dof)
@@ -149,8 +174,10 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
     # A parameter stopped by its bound is not identified by the data: it gets no uncertainty.
     at_bound = {k for k, t, a, b in zip(keys, theta, lo, hi) if min(t - a, b - t) <= 1e-9 * max(abs(b), 1.0)}
     return Fit(dict(zip(keys, map(float, theta))),
-               {k: (None if k in at_bound or k in exact else float(sd)) for k, sd in zip(keys, sds)},
-               list(map(float, models.predict(theta))), iterations, frozenset(exact - at_bound))
+               {k: (None if k in at_bound or (k in exact and k not in borrowed) else float(sd))
+                for k, sd in zip(keys, sds)},
+               list(map(float, models.predict(theta))), iterations, frozenset(exact - at_bound),
+               {k: b for k, b in borrowed.items() if k not in at_bound})
 
 
 def _add_scatter(sds: np.ndarray, theta: np.ndarray, cols: list[int], J: np.ndarray, variance: float) -> None:
@@ -164,6 +191,11 @@ def _add_scatter(sds: np.ndarray, theta: np.ndarray, cols: list[int], J: np.ndar
     if gap.size and gap.min() <= 0.05:
         j = cols[int(np.argmin(gap))]
         sds[j] = float(np.hypot(sds[j], theta[j] * np.sqrt(variance)))
+
+
+def _borrowed_note(target: str, rows: int) -> str:
+    return (f"; exactly determined by its own measurements, with the scatter of the other {rows} {target} rows "
+            "about the fit as its spread")
 
 
 def _blocks(keys: list[str], depends: list[frozenset[str]]) -> list[frozenset[str]]:
@@ -263,7 +295,9 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
             spread = f", sd: {sd / scale:.3g}" if sd is not None else ""
             unit = "" if units == "1" else f", units: \"{units}\""
             note = f"fitted, group {p.key}" + (
-                "" if sd is not None else "; as many unknowns as measurements of its own: exactly determined, no spread"
+                _borrowed_note(*result.borrowed[p.key]) if p.key in result.borrowed
+                else "" if sd is not None
+                else "; as many unknowns as measurements of its own: exactly determined, no spread"
                 if p.key in result.exact else "; stopped at its bound, not identified")
             lines.append(f"      {root}: {{value: {result.values[p.key] / scale:.6g}{unit}{spread}, "
                          f"reference: {evidence.reference_of(depends or [], p.key)}, note: \"{note}\"}}")
@@ -349,7 +383,8 @@ def _calibration(models: RowModels, evidence: Evidence, held: tuple[Held, ...], 
     table = [{"id": r.id, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m,
               "low": r.low, "high": r.high, "within_uncertainty": r.low <= p <= r.high}
              for r, m, p in zip(rows, measured, result.predicted)]
-    parameters = {k: {"value": v, "sd": result.sds[k], "exactly_determined": k in result.exact}
+    parameters = {k: {"value": v, "sd": result.sds[k], "exactly_determined": k in result.exact,
+                      "spread_from": result.borrowed[k][0] if k in result.borrowed else None}
                   for k, v in result.values.items()}
     return Calibration(list(evidence.files), table, parameters, stats, evidence.digest, list(evidence.observations),
                        result.iterations, text, name, list(evidence.skipped))

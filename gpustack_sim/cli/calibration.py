@@ -52,10 +52,11 @@ def _report(cal, target: Path) -> list[str]:
               + ("" if t["within_uncertainty"] else "  outside its uncertainty") for t in cal.rows]
     lines.append(f"in-sample: MAPE {100 * stats['mape']:.1f}%, max |error| {100 * stats['max_abs_error']:.1f}%, "
                  f"signed bias {100 * stats['bias']:+.1f}%")
-    lines += [f"fitted {k} = {p['value']:.4g} " + (f"± {p['sd']:.2g}" if p["sd"] is not None
-                                                   else "(exactly determined by its own measurements)"
-                                                   if p["exactly_determined"]
-                                                   else "(at its bound: not identified by the data)")
+    lines += [f"fitted {k} = {p['value']:.4g} " + (
+        f"± {p['sd']:.2g} (exactly determined; the spread of the other {p['spread_from']} rows)"
+        if p["spread_from"] else f"± {p['sd']:.2g}" if p["sd"] is not None
+        else "(exactly determined by its own measurements)" if p["exactly_determined"]
+        else "(at its bound: not identified by the data)")
               for k, p in cal.parameters.items()]
     if cal.skipped:
         lines.append(f"skipped {len(cal.skipped)} superseded observation(s): " + ", ".join(cal.skipped[:5])
