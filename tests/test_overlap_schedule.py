@@ -83,6 +83,51 @@ def test_a_rank_reduces_the_gradients_of_its_own_experts_only(real_engine: Engin
     assert dense == pytest.approx(671e9 / 16 * 4 / 1e6, rel=1e-12) and moe < dense / 20
 
 
+# ---- mixture-of-experts routing kernels in the compute time -----------------------------------------
+
+ROUTER = ["kernel.gemm.m=8192", "arch.hidden=2048", "arch.moe.n_routed_experts=128",
+          "precision.bytes_per_activation=2 B", "kernel.gemm.efficiency_large=0.8", "gpu.peak_flops=989.4 TFLOP/s",
+          "mem.hbm.bandwidth=3.35 TB/s"]
+
+
+def test_the_router_gemm_is_memory_bound_with_a_hundred_experts(real_engine: Engine) -> None:
+    # 2 M K N FLOPs over (M K + K N + M N) 2-byte values: about N = 128 FLOP/B, below the H100's ridge of 295
+    m, k, n = 8192, 2048, 128
+    intensity = 2 * m * k * n / ((m * k + k * n + m * n) * 2)
+    assert real_engine.value("kernel.moe.router_intensity", assign=ROUTER) == pytest.approx(intensity, rel=1e-12)
+    eff = real_engine.value("kernel.moe.router_efficiency", assign=ROUTER)
+    assert eff == pytest.approx(0.8 * intensity / (989.4 / 3.35), rel=1e-9) and eff < 0.4
+
+
+def test_routing_kernels_add_to_an_moe_steps_compute_and_not_to_a_dense_one(real_engine: Engine) -> None:
+    parts = ["kernel.moe.t_router=0.02 s", "kernel.moe.t_permute=0.3 s", "kernel.step.t_gemm=2 s",
+             "kernel.moe.expert_flops_share=0.6"]
+    balanced = real_engine.value("kernel.moe.t_routing", assign=parts, base_units=True,
+                                 variants=["kernel.moe.t_routing=moe", "kernel.moe.t_imbalance=balanced"])
+    assert balanced == pytest.approx(0.32, rel=1e-12)
+    # dropless experts wait for the most loaded one: the expert share of the GEMM time stretches by max/mean - 1
+    uneven = real_engine.value("kernel.moe.t_routing", base_units=True,
+                               assign=[*parts, "kernel.moe.load_imbalance=1.25", "kernel.moe.dropless=1"],
+                               variants=["kernel.moe.t_routing=moe", "kernel.moe.t_imbalance=dispatch"])
+    assert uneven == pytest.approx(0.32 + 0.25 * 0.6 * 2, rel=1e-12)
+    capped = real_engine.value("kernel.moe.t_routing", base_units=True,
+                               assign=[*parts, "kernel.moe.load_imbalance=1.25", "kernel.moe.dropless=0"],
+                               variants=["kernel.moe.t_routing=moe", "kernel.moe.t_imbalance=dispatch"])
+    assert capped == pytest.approx(0.32, rel=1e-12)  # fixed capacity computes the padded slots whatever the load
+    assert real_engine.value("kernel.moe.t_routing", assign=parts, base_units=True,
+                             variants=["kernel.moe.t_routing=dense"]) == 0
+
+
+def test_an_moe_estimate_counts_its_routing_kernels_and_says_what_balance_leaves_out(tmp_path: Path) -> None:
+    path = _run_file(tmp_path, "moe.yaml", _moe)
+    res = run_cli_here("estimate", str(path), "--samples", "2", "--trace", "step time")
+    assert res.returncode == 0, res.stderr
+    assert "kernel.moe.t_routing = " in res.stdout and "kernel.moe.t_permute = " in res.stdout
+    assert "the wait for the most loaded expert" in res.stdout and "[kernel.moe.t_imbalance=balanced]" in res.stdout
+    dense = run_cli_here("estimate", str(README_RUN), "--samples", "2")
+    assert "most loaded expert" not in dense.stdout
+
+
 # ---- data parallelism: reduce-scatter by layer chunk after the last micro-batch ---------------------
 
 DP = ["col.dp.t_sync=1 s", "col.overlap.dp_chunks=4", "col.overlap.backward_share=0.6666666666666666",
