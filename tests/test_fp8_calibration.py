@@ -123,11 +123,15 @@ def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components
     for d in data:
         rows = {r["id"]: r for r in d["rows"]}
         params = d["parameters"]
-        # One benchmark each: HBM Triad (and FlashAttention-2 where it is the generation's only attention row)
-        # are met exactly, within their rounding.
+        # FlashAttention-2, where it is the generation's only attention row, is met exactly, within its rounding.
         alone = d["preset_name"] != "calibration_h100"  # H100 has the FlashAttention-3 paper's sequence sweep too
-        assert all(rows[i]["within_uncertainty"] for i in rows if "-hbm-" in i or ("-flash-" in i and alone))
-        assert params["memory"]["exactly_determined"] and params["attention"]["exactly_determined"] == alone
+        assert all(rows[i]["within_uncertainty"] for i in rows if "-flash-" in i and alone)
+        assert params["attention"]["exactly_determined"] == alone
+        # Five streaming kernels (Copy, Mul, Add, Triad, Dot) measure the one achieved HBM bandwidth: each within
+        # 8% of it, and their scatter is the memory efficiency's spread.
+        hbm = [r for i, r in rows.items() if "-hbm-" in i]
+        assert len(hbm) == 5 and all(abs(r["error"]) < 0.08 for r in hbm)
+        assert not params["memory"]["exactly_determined"] and params["memory"]["sd"] > 0
         # GEMM sweeps: one efficiency per format cannot follow every shape; large square and training-like
         # shapes come within 15% on NVIDIA parts, and every row outside its uncertainty is reported as such.
         # MI300X's FP8 sweep falls off at the largest shapes (1223 TFLOP/s at 8192^3, 1081 at 16384^3), which
@@ -157,9 +161,10 @@ def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components
                             / (len(fp8_rows) - 1))
     assert bf16["spread_from"] == "kernel.gemm.achieved_flops"
     assert bf16["sd"] == pytest.approx(bf16["value"] * log_scatter, rel=1e-3)
-    # A one-row parameter whose kind no other row of the generation measures keeps no spread: HBM bandwidth.
-    assert all(d["parameters"]["memory"]["sd"] is None and d["parameters"]["memory"]["spread_from"] is None
-               for d in data)
+    # A one-row parameter whose kind no other row of the generation measures keeps no spread: the attention
+    # efficiency of a generation with one FlashAttention-2 row.
+    assert all(d["parameters"]["attention"]["sd"] is None and d["parameters"]["attention"]["spread_from"] is None
+               for d in data if d["preset_name"] != "calibration_h100")
     assert "the spread of the other kernel.gemm.achieved_flops rows" in text
     # The in-switch all-reduce sweep pins its own latency and efficiency, the forced rings the copies' (a ring
     # step's latency and the copy efficiency) and the ports' efficiency: all have a spread. Copies run faster than
@@ -289,7 +294,7 @@ def test_a_fitted_scale_carries_the_rows_scatter_and_a_latency_only_its_standard
 
     class Rows:
         def __init__(self, figure, xs, measured, params):
-            self.rows = [type("Row", (), {"measured": m})() for m in measured]
+            self.rows = [type("Row", (), {"measured": m, "target": "y"})() for m in measured]
             self.params, self.xs, self.figure = params, xs, figure
             self.depends = [frozenset(p.key for p in params)] * len(xs)
 
