@@ -5,6 +5,7 @@ seeds depend on the run alone. One pair of local clusters serves the whole modul
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import shutil
 from pathlib import Path
@@ -141,6 +142,19 @@ def test_a_sampler_sent_to_a_worker_computes_bit_for_bit_the_same(real_engine: E
         assert here.keys() == there.keys()
         for target in here:
             np.testing.assert_array_equal(here[target], there[target], err_msg=target)
+
+
+def test_a_symbolic_value_arrives_unevaluated_as_it_left():
+    # Unpickled evaluated, Min(1.2, 1, x) would fold to Min(1, x) and a sum could reorder: a sweep's plan and a
+    # sampler both carry their programs this way, so a worker compiles the same expression as this process.
+    import cloudpickle
+    import sympy
+
+    x = sympy.Symbol("x")
+    tree = sympy.Min(sympy.Float(1.2), 1, x, evaluate=False)
+    assert pickle.loads(pickle.dumps(tree)) != tree  # what plain unpickling does
+    there = cloudpickle.loads(cloudpickle.dumps(uncertainty.Symbolic(tree, {"stage": tree})))
+    assert sympy.srepr(there.symbolic) == sympy.srepr(tree) and sympy.srepr(there.stages["stage"]) == sympy.srepr(tree)
 
 
 def test_simulate_replications_are_the_same_on_any_number_of_workers(real_engine: Engine, clients):

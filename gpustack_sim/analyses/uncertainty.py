@@ -166,6 +166,17 @@ class Symbolic:
     symbolic: sympy.Basic
     stages: dict
 
+    def __reduce__(self):
+        # Unpickling rebuilds a sympy tree evaluated (a number distributed over a sum, Min(1.2, 1, x) folded to
+        # Min(1, x), ...), which reorders its floating-point operations: the value travels as bytes and is
+        # rebuilt unevaluated, so a worker computes bit for bit what this process does.
+        return _arrive, (cloudpickle.dumps((self.symbolic, self.stages)),)
+
+
+def _arrive(data: bytes) -> Symbolic:
+    with evaluate(False):
+        return Symbolic(*pickle.loads(data))
+
 
 class Sampler:
     """Chunks of a Monte Carlo run: the sampled roots and the symbolic targets, drawn and evaluated chunk by
@@ -177,15 +188,7 @@ class Sampler:
         self._fns: dict | None = None
 
     def __getstate__(self) -> dict:
-        # Unpickling rebuilds a sympy tree evaluated (a number distributed over a sum, ...), which reorders its
-        # floating-point operations: the targets travel as bytes and are rebuilt unevaluated, so a worker
-        # computes bit for bit what this process does.
-        return {**self.__dict__, "_fns": None, "targets": cloudpickle.dumps(self.targets)}
-
-    def __setstate__(self, state: dict) -> None:
-        with evaluate(False):
-            state["targets"] = pickle.loads(state["targets"])
-        self.__dict__.update(state)
+        return {**self.__dict__, "_fns": None}  # each process compiles its own
 
     def chunk(self, index: int, n: int) -> dict[str, np.ndarray]:
         if self._fns is None:
