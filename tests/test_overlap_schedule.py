@@ -75,12 +75,67 @@ def test_dualpipe_without_expert_parallel_traffic_costs_nothing(real_engine: Eng
 
 def test_a_rank_reduces_the_gradients_of_its_own_experts_only(real_engine: Engine) -> None:
     # DeepSeek-V3: 671B parameters of which 654B in routed experts, pp 16, ep 64, FP32 gradients
-    base = ["arch.params.total=671e9", "arch.params.experts_routed=654e9", "par.tp=1", "par.pp=16", "par.ep=64",
-            "precision.bytes_per_grad=4 B"]
-    moe = real_engine.value("col.dp.message", assign=base, variants=["par.params.per_gpu=moe"])  # MB
+    base = ["arch.params.total=671e9", "arch.params.experts_routed=654e9", "par.tp=1", "par.etp=1", "par.pp=16",
+            "par.ep=64", "precision.bytes_per_grad=4 B"]
+    moe = real_engine.value("col.dp.message", assign=base,
+                            variants=["par.params.per_gpu=moe", "par.params.experts_per_gpu=moe"])  # MB
     assert moe == pytest.approx(((671e9 - 654e9) / 16 + 654e9 / (16 * 64)) * 4 / 1e6, rel=1e-12)
     dense = real_engine.value("col.dp.message", assign=base, variants=["par.params.per_gpu=dense"])
     assert dense == pytest.approx(671e9 / 16 * 4 / 1e6, rel=1e-12) and moe < dense / 20
+
+
+# ---- where model states are sharded: dense over data x context ranks, experts over their own ---------
+
+STATES = ["precision.bytes_per_param=2 B", "precision.bytes_per_grad=2 B", "opt.state_bytes_per_param=12 B",
+          "precision.bytes_per_param_low_precision_copies=0 B", "par.pipeline.parameter_copies=1", "par.zero.stage=1"]
+
+
+def test_the_distributed_optimizer_shards_dense_states_over_data_and_context_parallel_ranks(
+        real_engine: Engine) -> None:
+    # Llama 3.1 405B on 1,024 GPUs: tp 8, pp 8, cp 2, dp 8; context-parallel ranks hold the same weights
+    layout = ["arch.params.total=405e9", "par.tp=8", "par.pp=8", "par.dp=8", "par.cp=2", "par.etp=8", "par.ep=1"]
+    states = real_engine.value("par.memory.model_states", assign=STATES + layout,
+                               variants=["par.params.per_gpu=dense", "par.params.experts_per_gpu=dense"])
+    assert states == pytest.approx(405e9 / 64 * (2 + 2 + 12 / 16), rel=1e-12)
+    per_gpu = real_engine.value("opt.step.params_updated_per_gpu", assign=STATES + layout,
+                                variants=["par.params.per_gpu=dense", "par.params.experts_per_gpu=dense"])
+    assert per_gpu == pytest.approx(405e9 / 64 / 16, rel=1e-12)
+
+
+@pytest.mark.parametrize(("tp", "etp", "dp", "ep", "expert_replicas"), [
+    (1, 1, 8, 8, 1),     # Qwen3 30B-A3B: every data-parallel rank holds other experts, none to shard over
+    (2, 1, 16, 32, 1),   # Qwen3 235B-A22B: the expert group folded over tp x dp = 32 ranks
+    (1, 1, 128, 64, 2),  # DeepSeek-V3: two copies of each expert per stage
+    (2, 2, 16, 8, 2),    # experts split like the other layers (Megatron's default etp = tp)
+])
+def test_routed_experts_shard_their_states_over_the_expert_data_parallel_ranks(
+        real_engine: Engine, tp: int, etp: int, dp: int, ep: int, expert_replicas: int) -> None:
+    total, experts, pp = 30.5e9, 29.0e9, 2
+    layout = [f"arch.params.total={total}", f"arch.params.experts_routed={experts}", f"par.tp={tp}",
+              f"par.etp={etp}", f"par.pp={pp}", f"par.dp={dp}", "par.cp=1", f"par.ep={ep}"]
+    moe = ["par.params.per_gpu=moe", "par.params.experts_per_gpu=moe"]
+    assert real_engine.value("par.zero.expert_replicas", assign=layout) == pytest.approx(expert_replicas)
+    states = real_engine.value("par.memory.model_states", assign=STATES + layout, variants=moe)
+    dense_part = (total - experts) / (tp * pp) * (2 + 2 + 12 / dp)
+    expert_part = experts / (etp * pp * ep) * (2 + 2 + 12 / expert_replicas)
+    assert states == pytest.approx(dense_part + expert_part, rel=1e-12)
+    updated = real_engine.value("opt.step.params_updated_per_gpu", assign=STATES + layout, variants=moe)
+    assert updated == pytest.approx((total - experts) / (tp * pp) / dp + experts / (etp * pp * ep) / expert_replicas,
+                                    rel=1e-12)
+
+
+def test_an_expert_group_folded_over_tensor_parallel_ranks_fills_a_node(real_engine: Engine) -> None:
+    # EP 32 on 8-GPU nodes: whole experts (etp 1) put 8 of its ranks in a node, experts split in two put 4
+    fields = ["cluster.scaleup.domain_size=8", "par.ep=32"]
+    assert real_engine.value("col.ep.ranks_per_domain", assign=fields + ["par.etp=1"]) == 8
+    assert real_engine.value("col.ep.n_domains", assign=fields + ["par.etp=1"]) == 4
+    assert real_engine.value("col.ep.ranks_per_domain", assign=fields + ["par.etp=2"]) == 4
+    # the expert grid must tile the stage's tp x dp x cp = 32 ranks: etp 1 x ep 32 does, etp 2 x ep 32 does not
+    layout = ["arch.moe.n_routed_experts=128", "par.tp=2", "par.dp=16", "par.cp=1", "par.ep=32"]
+    folded = real_engine.resolve("par.zero.expert_replicas", assign=layout + ["par.etp=1"])
+    assert "par.ep.divides_experts" not in {c.name for c in folded.violated}
+    split = real_engine.resolve("par.zero.expert_replicas", assign=layout + ["par.etp=2"])
+    assert "par.ep.divides_experts" in {c.name for c in split.violated}
 
 
 # ---- mixture-of-experts routing kernels in the compute time -----------------------------------------
@@ -241,7 +296,7 @@ def test_each_rank_dispatches_its_own_sequence_shard(real_engine: Engine, messag
 
 def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_links(real_engine: Engine) -> None:
     # one expert per token: nothing to deduplicate, every copy bound for another domain crosses once
-    base = ["col.ep.message=400 MB", "par.ep=32", "par.tp=1", "cluster.scaleup.domain_size=8",
+    base = ["col.ep.message=400 MB", "par.ep=32", "par.etp=1", "cluster.scaleup.domain_size=8",
             "arch.moe.top_k=1", "arch.moe.max_routed_domains=256", *LINKS]
     t = real_engine.value("col.ep.t_alltoall", assign=base, variants=["col.ep.t_alltoall=hierarchical",
                                                                       "col.ep.t_alltoall_hidden=serial_ep"],
@@ -265,7 +320,7 @@ def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_lin
 def test_two_level_all_to_all_sends_a_token_once_to_each_domain_its_experts_lie_in(
         real_engine: Engine, limit: int, domains: int) -> None:
     # DeepSeek-V3's layout: 64 expert-parallel ranks on 8 nodes of 8, k = 8, with and without its 4-node limit
-    base = ["col.ep.message=400 MB", "par.ep=64", "par.tp=1", "cluster.scaleup.domain_size=8", "arch.moe.top_k=8",
+    base = ["col.ep.message=400 MB", "par.ep=64", "par.etp=1", "cluster.scaleup.domain_size=8", "arch.moe.top_k=8",
             f"arch.moe.max_routed_domains={limit}", *LINKS]
     reached = real_engine.value("col.ep.domains_per_token", assign=base)
     # k experts in m allowed domains alike: a domain gets none with probability (1 - 1/m)^k
@@ -371,6 +426,12 @@ def test_multi_token_prediction_binds_its_depth_and_lengthens_the_step(real_engi
     steps = [real_engine.resolver.resolve("training.t_step", real_engine.run_scenario(run)).value
              for run in (plain, mtp)]
     assert steps[1] > steps[0]
+
+def test_expert_tensor_parallelism_defaults_to_the_tensor_parallel_size(real_engine: Engine) -> None:
+    plain = real_engine.load_run(README_RUN)
+    assert real_engine.facts.run_fields.bind(plain)[0]["par.etp"] == plain.layout.tp  # Megatron-Core's default
+    folded = real_engine.load_run(README_RUN, ["layout.etp=1"])
+    assert real_engine.facts.run_fields.bind(folded)[0]["par.etp"] == 1
 
 # ---- the whole estimate -------------------------------------------------------------------------------
 

@@ -95,6 +95,10 @@ class LayoutSpec(_Strict):
     dp: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
     cp: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
     ep: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
+    etp: Annotated[int | None, Field(ge=1, le=MAX_COUNT, description=(
+        "Expert tensor-parallel size: GPUs that split each routed expert's matrices (Megatron-Core "
+        "expert_tensor_parallel_size); unset, the tensor-parallel size. The etp x ep expert grid folds over "
+        "the tp x dp x cp ranks of a pipeline stage."))] = None
     micro_batch: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
     global_batch: Annotated[int, Field(ge=1, le=MAX_COUNT, description="Sequences per optimizer step.")]
     interleave: Annotated[int, Field(ge=1, le=MAX_COUNT, description=(

@@ -20,6 +20,9 @@ class ServeLayout(_Strict):
     tp: Annotated[int, Field(ge=1, description="Tensor-parallel GPUs per replica.")] = 1
     pp: Annotated[int, Field(ge=1, description="Pipeline stages per replica.")] = 1
     ep: Annotated[int, Field(ge=1, description="Expert-parallel degree inside a replica (MoE).")] = 1
+    etp: Annotated[int | None, Field(ge=1, description=(
+        "GPUs that split each routed expert's matrices; unset, the tensor-parallel size (1 when the "
+        "engine places whole experts on GPUs, as vLLM's expert parallelism does)."))] = None
     replicas: Annotated[int, Field(ge=1, description="Model replicas sharing the request stream.")] = 1
     cp: Annotated[Literal[1], Field(description="Context parallelism: not modelled for serving, always 1.")] = 1
 
