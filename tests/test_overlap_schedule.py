@@ -298,7 +298,7 @@ def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_lin
     # one expert per token: nothing to deduplicate, every copy bound for another domain crosses once
     base = ["col.ep.message=400 MB", "par.ep=32", "par.etp=1", "cluster.scaleup.domain_size=8",
             "arch.moe.top_k=1", "arch.moe.max_routed_domains=256", *LINKS]
-    t = real_engine.value("col.ep.t_alltoall", assign=base, variants=["col.ep.t_alltoall=hierarchical",
+    t = real_engine.value("col.ep.t_alltoall", assign=base, variants=["col.ep.t_alltoall=per_domain",
                                                                       "col.ep.t_alltoall_hidden=serial_ep"],
                           base_units=True)
     g, p, n = 8, 32, 400e6
@@ -309,11 +309,29 @@ def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_lin
     assert t == pytest.approx(inter + intra, rel=1e-9)
     # DeepEP forwards each token over the scale-up links as it arrives: the phases overlap, the longer shows
     pipelined = real_engine.value("col.ep.t_alltoall", assign=base, variants=[
-        "col.ep.t_alltoall=hierarchical", "col.ep.t_alltoall_hidden=dualpipe"], base_units=True)
+        "col.ep.t_alltoall=per_domain", "col.ep.t_alltoall_hidden=dualpipe"], base_units=True)
     assert pipelined == pytest.approx(max(inter, intra), rel=1e-9)
     flat = real_engine.value("col.ep.t_alltoall", assign=base + ["col.ep.alpha=20 us", f"col.ep.beta={1 / 45} s/GB"],
                              variants=["col.ep.t_alltoall=pairwise"], base_units=True)
     assert t < flat
+
+
+@pytest.mark.parametrize(("k", "ep"), [(1, 32), (8, 32), (8, 64)])
+def test_an_nccl_all_to_all_sends_every_copy_bound_for_another_domain_over_the_scale_out_links(
+        real_engine: Engine, k: int, ep: int) -> None:
+    # no deduplication: whatever k, (n - 1)/n of the rank's N bytes leave through its NIC, one message per remote
+    # rank, while its (g - 1)/p N for its own domain's ranks cross NVLink at the same time
+    base = ["col.ep.message=400 MB", f"par.ep={ep}", "par.etp=1", "cluster.scaleup.domain_size=8",
+            f"arch.moe.top_k={k}", "arch.moe.max_routed_domains=256", *LINKS]
+    t = real_engine.value("col.ep.t_alltoall", assign=base, variants=["col.ep.t_alltoall=direct"], base_units=True)
+    g, n_bytes = 8, 400e6
+    inter = (ep - g) * 20e-6 + (ep - g) / ep * n_bytes / 45e9
+    intra = (g - 1) * 5e-6 + (g - 1) / ep * n_bytes / 360e9
+    assert t == pytest.approx(max(inter, intra), rel=1e-9)
+    deduplicated = real_engine.value("col.ep.t_alltoall", assign=base, base_units=True, variants=[
+        "col.ep.t_alltoall=per_domain", "col.ep.t_alltoall_hidden=dualpipe"])
+    # one copy per domain pays off only when a token has several experts (k = 1: the same bytes, fewer messages)
+    assert deduplicated / t > 0.9 if k == 1 else deduplicated / t < 0.6
 
 
 @pytest.mark.parametrize(("limit", "domains"), [(256, 8), (4, 4)])

@@ -117,6 +117,10 @@ class LayoutSpec(_Strict):
     tp_overlap: Annotated[Literal["none", "comm_gemm"], Field(description=(
         "Tensor-parallel collectives in series with the GEMMs, or decomposed and overlapped with them "
         "(Transformer Engine userbuffers, Megatron tp_comm_overlap)."))] = "none"
+    ep_dispatch: Annotated[Literal["direct", "per_domain"], Field(description=(
+        "How the expert all-to-all moves a token's k routed copies: each straight to its expert's GPU (an NCCL "
+        "all-to-all, Megatron-Core's alltoall dispatcher), or once to each scale-up domain its experts lie in "
+        "and forwarded inside it (DeepEP, DeepSeek-V3)."))] = "direct"
     ep_overlap: Annotated[Literal["none", "dualpipe"], Field(description=(
         "Expert-parallel all-to-alls in series with the expert computation, or hidden behind another "
         "micro-batch's computation (DeepSeek-V3 DualPipe)."))] = "none"
