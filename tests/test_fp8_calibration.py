@@ -169,8 +169,8 @@ def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components
     # The in-switch all-reduce sweep pins its own latency and efficiency, the forced rings the copies' (a ring
     # step's latency and the copy efficiency) and the ports' efficiency: all have a spread. Copies run faster than
     # the in-switch reduction lets the links run (370 against 275 GB/s per direction, nccl-tests issue 212), a
-    # ring step starts far sooner than an in-switch message, and a tuned ring across two nodes comes within a few
-    # per cent of its 8 ports of 400 Gb/s (issue 309).
+    # ring step starts far sooner than an in-switch message, and the ports run a few per cent below their 400 Gb/s:
+    # a tuned ring across two nodes (issue 309) and all-to-alls on ten nodes at NCCL's defaults share one figure.
     p = h100["parameters"]
     assert all(p[k]["sd"] for k in ("link_intra", "link_nvls", "link_inter", "link_intra_latency",
                                     "link_nvls_latency"))
@@ -178,7 +178,10 @@ def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components
     assert p["link_intra_latency"]["value"] < p["link_nvls_latency"]["value"] / 4
     rings = [r for r in h100["rows"] if "ring-allreduce" in r["id"]]
     assert len(rings) == 18 and all(abs(r["error"]) < 0.1 for r in rings)
-    assert all(abs(r["error"]) < 0.01 for r in rings if "16gpu" in r["id"])
+    assert all(abs(r["error"]) < 0.05 for r in rings if "16gpu" in r["id"])
+    all_to_alls = [r for r in h100["rows"] if "-alltoall-" in r["id"]]
+    assert len(all_to_alls) == 10 and all(abs(r["error"]) < 0.05 for r in all_to_alls)
+    assert 0.9 < p["link_inter"]["value"] < 0.98  # below the tuned ring's 0.99 alone
     h200 = next(d for d in data if d["preset_name"] == "calibration_h200")
     # H200's only all-reduce sweep runs in the switch: it sets the in-switch figures and leaves the copies' unfitted
     assert {"link_nvls", "link_nvls_latency"} <= set(h200["parameters"])
