@@ -445,11 +445,13 @@ def test_multi_token_prediction_binds_its_depth_and_lengthens_the_step(real_engi
              for run in (plain, mtp)]
     assert steps[1] > steps[0]
 
+
 def test_expert_tensor_parallelism_defaults_to_the_tensor_parallel_size(real_engine: Engine) -> None:
     plain = real_engine.load_run(README_RUN)
     assert real_engine.facts.run_fields.bind(plain)[0]["par.etp"] == plain.layout.tp  # Megatron-Core's default
     folded = real_engine.load_run(README_RUN, ["layout.etp=1"])
     assert real_engine.facts.run_fields.bind(folded)[0]["par.etp"] == 1
+
 
 # ---- the whole estimate -------------------------------------------------------------------------------
 
