@@ -345,3 +345,23 @@ def test_a_fitted_scale_carries_the_rows_scatter_and_a_latency_only_its_standard
     # Neither parameter scales every row's figure alike (at most x/(x + 40 L / b) for the bandwidth), so
     # both keep the standard errors of the fit: far below the 1% row scatter.
     assert timed.sds["latency"] < 0.01 * 10 and timed.sds["bandwidth"] < 0.01 * 4
+
+
+# ---- activations the linear layers keep for their weight gradients -----------------------------------
+
+ACT = ["arch.hidden=8192", "arch.q_dim=8192", "arch.ffn.active_width=28672", "par.tp=4", "par.sp=1",
+       "par.act.tokens_per_microbatch=8192 token", "precision.bytes_per_activation=2 B"]
+
+
+@pytest.mark.parametrize(("bits", "saved_bytes"), [(16, 0), (8, 1)])
+def test_fp8_linear_layers_keep_their_inputs_at_one_byte(real_engine: Engine, bits: int, saved_bytes: int) -> None:
+    # Llama 3 70B at tp 4 with sequence parallelism: the QKV and first-MLP inputs (h each, split 4 ways), the
+    # output projection's input (a d_h / 4) and the last MLP matrix's input (d_ff / 4) at 1 byte instead of 2
+    assign = ACT + [f"precision.linear.storage_bits={bits}"]
+    saving = real_engine.value("par.act.linear_input_saving_per_token", assign=assign)
+    assert saving == pytest.approx((2 * 8192 / 4 + (8192 + 28672) / 4) * saved_bytes, rel=1e-12)
+    layer = ["arch.act.replicated_bytes_per_token_per_layer=65536 B/token",
+             "arch.act.attn_bytes_per_token_per_layer=36864 B/token",
+             "arch.act.ffn_bytes_per_token_per_layer=172032 B/token", "par.recompute.mode=0", "kernel.attn.flash=1"]
+    stored = real_engine.value("par.act.bytes_per_layer", assign=assign + layer)
+    assert stored == pytest.approx(8192 * (65536 / 4 + (36864 + 172032) / 4 - saving), rel=1e-12)
