@@ -306,10 +306,11 @@ def test_low_precision_share_follows_the_architecture(engine: Engine) -> None:
 
 # ---- prediction spread of fitted parameters -------------------------------------------------------------
 
-def test_a_fitted_scale_carries_the_rows_scatter_and_a_latency_only_its_standard_error() -> None:
+def test_a_fitted_scale_carries_the_rows_scatter_and_a_latency_that_of_the_rows_it_sets() -> None:
     """Rows y = e x scatter by +-10% in log about the fit: a new measurement is as far off, so the sd of the
     scale e is its standard error combined with e x 0.1, not the standard error alone (0.1 / sqrt(n) of e).
-    A latency L in y = x / b + L does not scale the figure and keeps its standard error."""
+    In y = x / b + L neither parameter scales every row: the latency L sets the two smallest rows alone and
+    takes their 1% scatter; the bandwidth never reaches half of any row and keeps its standard error."""
     import numpy as np
 
     from gpustack_sim.analyses.calibrate import fit
@@ -342,10 +343,37 @@ def test_a_fitted_scale_carries_the_rows_scatter_and_a_latency_only_its_standard
     timed = fit(Rows(lambda t, x: x / t[1] + t[0], xs, (xs / 4 + 10) * np.exp(noise / 10),
                      (latency, bandwidth)))
     assert timed.values["latency"] == pytest.approx(10, rel=0.05)
-    # Neither parameter scales every row's figure alike (at most x/(x + 40 L / b) for the bandwidth), so
-    # both keep the standard errors of the fit: far below the 1% row scatter.
-    assert timed.sds["latency"] < 0.01 * 10 and timed.sds["bandwidth"] < 0.01 * 4
+    # L / (x / b + L) >= 0.95 for x = 1, 2 only; x / (x + b L) <= 0.5 for every row
+    assert 0.01 * 10 <= timed.sds["latency"] < 0.012 * 10
+    assert timed.sds["bandwidth"] < 0.01 * 4
 
+
+
+def test_links_tied_by_shared_rows_each_carry_the_scatter_of_the_rows_they_alone_set() -> None:
+    """One link's rows scatter +-10%, another's +-2%, and rows crossing both tie them into one block where no
+    parameter scales every row: each bandwidth takes its own rows' scatter, not the fit's standard error."""
+    import numpy as np
+
+    from gpustack_sim.analyses.calibrate import fit
+    from gpustack_sim.engine.facts import Parameter
+
+    xs = np.linspace(1.0, 40.0, 10)
+    wide, narrow = np.where(np.arange(10) % 2, 0.1, -0.1), np.where(np.arange(10) % 2, 0.02, -0.02)
+
+    class Rows:
+        params = (Parameter("inter", ("b1",), 1.0, 0.1, 100.0), Parameter("intra", ("b2",), 1.0, 0.1, 100.0))
+        rows = [type("Row", (), {"measured": m, "target": "t"})()
+                for m in np.concatenate([xs / 4 * np.exp(wide), xs / 9 * np.exp(narrow), xs / 4 + xs / 9])]
+        depends = [frozenset({"inter"})] * 10 + [frozenset({"intra"})] * 10 + [frozenset({"inter", "intra"})] * 10
+
+        def predict(self, theta: np.ndarray) -> np.ndarray:
+            return np.concatenate([xs / theta[0], xs / theta[1], xs / theta[0] + xs / theta[1]])
+
+    links = fit(Rows())
+    assert links.values["inter"] == pytest.approx(4, rel=0.01) and links.values["intra"] == pytest.approx(9, rel=0.01)
+    # each combines its standard error (0.06 and 0.17 from the pooled fit) with its own rows' scatter
+    assert links.sds["inter"] == pytest.approx(float(np.hypot(0.064, 4 * 0.1)), rel=0.02)
+    assert links.sds["intra"] == pytest.approx(float(np.hypot(0.168, 9 * 0.02)), rel=0.02)
 
 # ---- activations the linear layers keep for their weight gradients -----------------------------------
 

@@ -149,7 +149,7 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
             rb, Jb = r[mine], J[np.ix_(mine, cols)]
             cov = np.linalg.pinv(Jb.T @ Jb) * (float(rb @ rb) / dof)
             sds[cols] = np.sqrt(np.clip(np.diag(cov), 0, None))
-            _add_scatter(sds, theta, cols, Jb, float(rb @ rb) / dof)
+            _add_scatter(sds, theta, cols, Jb, float(rb @ rb) / dof, rb)
             targets = {models.rows[i].target for i in mine}
             if len(targets) == 1:
                 pooled = scatter.setdefault(targets.pop(), [0.0, 0, 0])
@@ -170,7 +170,7 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
         dof = max(len(r) - len(theta), 1)
         cov = np.linalg.pinv(J.T @ J) * (cost / dof)
         sds = np.sqrt(np.clip(np.diag(cov), 0, None))
-        _add_scatter(sds, theta, list(range(len(keys))), J, cost / dof)
+        _add_scatter(sds, theta, list(range(len(keys))), J, cost / dof, r)
     # A parameter stopped by its bound is not identified by the data: it gets no uncertainty.
     at_bound = {k for k, t, a, b in zip(keys, theta, lo, hi) if min(t - a, b - t) <= 1e-9 * max(abs(b), 1.0)}
     return Fit(dict(zip(keys, map(float, theta))),
@@ -180,17 +180,32 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
                {k: b for k, b in borrowed.items() if k not in at_bound})
 
 
-def _add_scatter(sds: np.ndarray, theta: np.ndarray, cols: list[int], J: np.ndarray, variance: float) -> None:
+def _add_scatter(sds: np.ndarray, theta: np.ndarray, cols: list[int], J: np.ndarray, variance: float,
+                 residuals: np.ndarray | None = None) -> None:
     """Make the spread a prediction's, not only the fit's: a new measurement also scatters about the fitted
     model as the fitted rows do (log variance `variance`). The scatter goes to the one parameter whose
     relative change moves the rows' figures alike (median elasticity d log figure / d log parameter within
-    5% of 1 or -1: an efficiency that scales a rate or a time), so it is counted once; a block without one
-    keeps the parameters' standard errors alone."""
-    elasticity = np.median(J * theta[cols], axis=0)
-    gap = np.abs(np.abs(elasticity) - 1)
+    5% of 1 or -1: an efficiency that scales a rate or a time), so it is counted once. In a block where no
+    parameter does, because rows of different parameters are tied together by rows that depend on several
+    (the links of one generation: rings within a node, rings and all-to-alls across nodes), each parameter
+    takes the scatter of the rows (`residuals`, log) that it alone scales that way, at least two, so each
+    row's scatter is still counted once (a latency takes the scatter of the small messages it alone sets, an
+    efficiency that of the large ones); rows between the two regimes leave the parameters their standard
+    errors."""
+    elasticity = J * theta[cols]
+    gap = np.abs(np.abs(np.median(elasticity, axis=0)) - 1)
     if gap.size and gap.min() <= 0.05:
         j = cols[int(np.argmin(gap))]
         sds[j] = float(np.hypot(sds[j], theta[j] * np.sqrt(variance)))
+        return
+    if residuals is None:
+        return
+    scales = np.abs(np.abs(elasticity) - 1) <= 0.05
+    alone = scales & (scales.sum(axis=1, keepdims=True) == 1)
+    for k, j in enumerate(cols):
+        own = residuals[alone[:, k]]
+        if own.size >= 2:
+            sds[j] = float(np.hypot(sds[j], theta[j] * np.sqrt(float(own @ own) / own.size)))
 
 
 def _borrowed_note(target: str, rows: int) -> str:
