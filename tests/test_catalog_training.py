@@ -87,7 +87,6 @@ def test_mfu_uses_model_flops_and_hfu_adds_recomputation(real_engine: Engine) ->
     assert h / m == pytest.approx(4 / 3, rel=1e-9)
 
 
-
 @pytest.mark.parametrize(("ratio", "status"), [(2, "satisfied"), (1, "violated")])
 def test_hfu_is_bounded_by_the_linear_format_peak_not_the_training_format_peak(
         real_engine: Engine, ratio: int, status: str) -> None:
@@ -98,6 +97,7 @@ def test_hfu_is_bounded_by_the_linear_format_peak_not_the_training_format_peak(
     assert res.value == pytest.approx(1.5, rel=1e-12)
     assert next(c for c in res.checks if c.name == "training.hfu.at_most_linear_peak").status == status
     assert not [c for c in res.checks if c.name == "training.hfu" and c.status == "violated"]
+
 
 def test_power_cost_uses_site_power(real_engine: Engine) -> None:
     base = real_engine.value("econ.run.power_cost", [FIXTURE], base_units=True)
