@@ -7,10 +7,13 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gpustack_compiler.errors import InputError
 from gpustack_sim import Engine
+from gpustack_sim.analyses.calibrate import fit
+from gpustack_sim.engine.facts import Parameter
 from gpustack_sim.engine.observation import load_observations
 from helpers import CATALOG, REPO, gp
 
@@ -306,25 +309,23 @@ def test_low_precision_share_follows_the_architecture(engine: Engine) -> None:
 
 # ---- prediction spread of fitted parameters -------------------------------------------------------------
 
+class Rows:
+    """Rows of one measured figure for `fit`; every row depends on every parameter unless `depends` says."""
+
+    def __init__(self, figure, xs, measured, params, depends=None):
+        self.rows = [type("Row", (), {"measured": m, "target": "y"})() for m in measured]
+        self.params, self.xs, self.figure = params, xs, figure
+        self.depends = depends or [frozenset(p.key for p in params)] * len(measured)
+
+    def predict(self, theta: np.ndarray) -> np.ndarray:
+        return self.figure(theta, self.xs)
+
+
 def test_a_fitted_scale_carries_the_rows_scatter_and_a_latency_that_of_the_rows_it_sets() -> None:
     """Rows y = e x scatter by +-10% in log about the fit: a new measurement is as far off, so the sd of the
     scale e is its standard error combined with e x 0.1, not the standard error alone (0.1 / sqrt(n) of e).
     In y = x / b + L neither parameter scales every row: the latency L sets the two smallest rows alone and
     takes their 1% scatter; the bandwidth never reaches half of any row and keeps its standard error."""
-    import numpy as np
-
-    from gpustack_sim.analyses.calibrate import fit
-    from gpustack_sim.engine.facts import Parameter
-
-    class Rows:
-        def __init__(self, figure, xs, measured, params):
-            self.rows = [type("Row", (), {"measured": m, "target": "y"})() for m in measured]
-            self.params, self.xs, self.figure = params, xs, figure
-            self.depends = [frozenset(p.key for p in params)] * len(xs)
-
-        def predict(self, theta: np.ndarray) -> np.ndarray:
-            return self.figure(theta, self.xs)
-
     xs = np.linspace(1.0, 40.0, 40)
     noise = np.where(np.arange(40) % 2, 0.1, -0.1)
     scaled = fit(Rows(lambda t, x: t[0] * x, xs, 0.7 * xs * np.exp(noise),
@@ -348,32 +349,20 @@ def test_a_fitted_scale_carries_the_rows_scatter_and_a_latency_that_of_the_rows_
     assert timed.sds["bandwidth"] < 0.01 * 4
 
 
-
 def test_links_tied_by_shared_rows_each_carry_the_scatter_of_the_rows_they_alone_set() -> None:
     """One link's rows scatter +-10%, another's +-2%, and rows crossing both tie them into one block where no
     parameter scales every row: each bandwidth takes its own rows' scatter, not the fit's standard error."""
-    import numpy as np
-
-    from gpustack_sim.analyses.calibrate import fit
-    from gpustack_sim.engine.facts import Parameter
-
     xs = np.linspace(1.0, 40.0, 10)
     wide, narrow = np.where(np.arange(10) % 2, 0.1, -0.1), np.where(np.arange(10) % 2, 0.02, -0.02)
-
-    class Rows:
-        params = (Parameter("inter", ("b1",), 1.0, 0.1, 100.0), Parameter("intra", ("b2",), 1.0, 0.1, 100.0))
-        rows = [type("Row", (), {"measured": m, "target": "t"})()
-                for m in np.concatenate([xs / 4 * np.exp(wide), xs / 9 * np.exp(narrow), xs / 4 + xs / 9])]
-        depends = [frozenset({"inter"})] * 10 + [frozenset({"intra"})] * 10 + [frozenset({"inter", "intra"})] * 10
-
-        def predict(self, theta: np.ndarray) -> np.ndarray:
-            return np.concatenate([xs / theta[0], xs / theta[1], xs / theta[0] + xs / theta[1]])
-
-    links = fit(Rows())
+    links = fit(Rows(lambda t, x: np.concatenate([x / t[0], x / t[1], x / t[0] + x / t[1]]), xs,
+                     np.concatenate([xs / 4 * np.exp(wide), xs / 9 * np.exp(narrow), xs / 4 + xs / 9]),
+                     (Parameter("inter", ("b1",), 1.0, 0.1, 100.0), Parameter("intra", ("b2",), 1.0, 0.1, 100.0)),
+                     [frozenset({"inter"})] * 10 + [frozenset({"intra"})] * 10 + [frozenset({"inter", "intra"})] * 10))
     assert links.values["inter"] == pytest.approx(4, rel=0.01) and links.values["intra"] == pytest.approx(9, rel=0.01)
     # each combines its standard error (0.06 and 0.17 from the pooled fit) with its own rows' scatter
     assert links.sds["inter"] == pytest.approx(float(np.hypot(0.064, 4 * 0.1)), rel=0.02)
     assert links.sds["intra"] == pytest.approx(float(np.hypot(0.168, 9 * 0.02)), rel=0.02)
+
 
 # ---- activations the linear layers keep for their weight gradients -----------------------------------
 
