@@ -20,7 +20,7 @@ README_RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 
 TP = ["col.tp.t_collective=100 us", "kernel.layer.t_gemm_fwd=0.0002 s", "kernel.layer.t_gemm_bwd=0.0004 s",
       "par.pipeline.layers_per_stage=10", "par.pipeline.n_microbatches=4", "par.tp=4",
-      "par.recompute.forward_passes=1"]
+      "par.recompute.forward_passes=1", "col.overlap.contention_share=0"]
 
 
 def test_tp_comm_gemm_overlap_exposes_only_what_exceeds_the_gemms(real_engine: Engine) -> None:
@@ -33,9 +33,21 @@ def test_tp_comm_gemm_overlap_exposes_only_what_exceeds_the_gemms(real_engine: E
                                variants=["col.tp.t_exposed=serial_tp"], base_units=True)
     assert serial == pytest.approx(0.016, rel=1e-12)
     # full recomputation repeats the forward pair and the forward GEMMs alike
-    twice = real_engine.value("col.tp.t_exposed", assign=TP[:-1] + ["par.recompute.forward_passes=2"],
+    twice = real_engine.value("col.tp.t_exposed", assign=[a for a in TP if "forward_passes" not in a]
+                              + ["par.recompute.forward_passes=2"],
                               variants=["col.tp.t_exposed=tp_comm_overlap"], base_units=True)
     assert twice == pytest.approx(2 * t, rel=1e-12)
+
+
+def test_hidden_communication_still_costs_its_contention_share(real_engine: Engine) -> None:
+    # computation 18.9% slower while a collective runs beside it: a hidden T costs T x 0.189 / 1.189
+    share = real_engine.value("col.overlap.contention_share", assign=["col.overlap.compute_slowdown=0.189"])
+    assert share == pytest.approx(0.189 / 1.189, rel=1e-12)
+    contended = [a for a in TP if "contention_share" not in a] + ["col.overlap.contention_share=0.2"]
+    t = real_engine.value("col.tp.t_exposed", assign=contended, variants=["col.tp.t_exposed=tp_comm_overlap"],
+                          base_units=True)
+    # forward: the 50 us beyond the GEMMs outweigh a fifth of 200 us; backward: the hidden 200 us cost 40 us
+    assert t == pytest.approx(10 * 4 * (50e-6 + 0.2 * 200e-6), rel=1e-12)
 
 
 # ---- expert parallelism: DualPipe pairs forward and backward chunks ---------------------------------
@@ -189,12 +201,17 @@ DP = ["col.dp.t_sync=1 s", "col.overlap.dp_chunks=4", "col.overlap.backward_shar
       "training.t_compute=12 s"]
 
 
-@pytest.mark.parametrize(("micro", "expected"), [(8, 0.25), (32, 0.75)])
+@pytest.mark.parametrize(("micro", "share", "expected"), [
+    (8, 0.0, 0.25), (32, 0.0, 0.75),
+    # the three hidden chunks (0.75 s) cost a fifth of themselves beside the last backward
+    (8, 0.2, 0.25 + 0.2 * 0.75), (32, 0.2, 0.75),
+])
 def test_layer_chunks_expose_one_chunk_or_what_the_last_backward_cannot_hide(real_engine: Engine, micro: int,
-                                                                             expected: float) -> None:
+                                                                             share: float, expected: float) -> None:
     # the last micro-batch's backward lasts 2/3 x 12 s / m: 1 s for m = 8 (only the last chunk shows),
     # 0.25 s for m = 32 (0.75 s of the second's reduction cannot hide)
-    t = real_engine.value("col.step.t_exposed_dp", assign=DP + [f"par.pipeline.n_microbatches={micro}"],
+    t = real_engine.value("col.step.t_exposed_dp", assign=DP + [f"par.pipeline.n_microbatches={micro}",
+                                                                f"col.overlap.contention_share={share}"],
                           variants=["col.step.t_exposed_dp=layer_chunks"], base_units=True)
     assert t == pytest.approx(expected, rel=1e-12)
 
@@ -215,6 +232,16 @@ def test_cp_all_gather_is_all_exposed_and_ring_only_beyond_the_blocks(real_engin
     ring = real_engine.value("col.cp.t_exposed_exchange", assign=base, variants=["col.cp.t_exposed_exchange=cp_ring"],
                              base_units=True)
     assert (gather, ring) == (pytest.approx(0.3), pytest.approx(0.02))
+
+
+@pytest.mark.parametrize(("comm", "share", "expected"), [
+    (30, 0.0, 0.0), (50, 0.0, 10 * 10), (30, 0.1, 10 * 3), (50, 0.1, 10 * 10)])
+def test_ring_blocks_stall_beyond_the_attention_or_cost_their_contention(real_engine: Engine, comm: float,
+                                                                         share: float, expected: float) -> None:
+    assign = ["col.cp.n_block_steps=10", f"col.cp.t_block_comm={comm} us", "col.cp.t_block_attn=40 us",
+              f"col.overlap.contention_share={share}"]
+    t = real_engine.value("col.cp.t_exposed_blockwise", assign=assign, base_units=True)
+    assert t == pytest.approx(expected * 1e-6, rel=1e-12, abs=1e-15)
 
 
 def test_cp_message_counts_the_kv_heads_of_one_tensor_parallel_rank(real_engine: Engine) -> None:
