@@ -379,6 +379,7 @@ def test_fp8_linear_layers_keep_their_inputs_at_one_byte(real_engine: Engine, bi
     assert saving == pytest.approx((2 * 8192 / 4 + (8192 + 28672) / 4) * saved_bytes, rel=1e-12)
     layer = ["arch.act.replicated_bytes_per_token_per_layer=65536 B/token",
              "arch.act.attn_bytes_per_token_per_layer=36864 B/token",
-             "arch.act.ffn_bytes_per_token_per_layer=172032 B/token", "par.recompute.mode=0", "kernel.attn.flash=1"]
+             "arch.act.ffn_bytes_per_token_per_layer=172032 B/token", "par.recompute.mode=0", "kernel.attn.flash=1",
+             "par.act.module_recompute_saving_per_token=0 B/token"]
     stored = real_engine.value("par.act.bytes_per_layer", assign=assign + layer)
     assert stored == pytest.approx(8192 * (65536 / 4 + (36864 + 172032) / 4 - saving), rel=1e-12)

@@ -89,6 +89,15 @@ class ModelSpec(_Strict):
         return self
 
 
+class RecomputeModulesSpec(_Strict):
+    mla_up_proj: Annotated[bool, Field(description=(
+        "Recompute the MLA up-projections in the backward pass instead of keeping the per-head queries, keys "
+        "and values (Megatron-Core recompute_modules mla_up_proj; DeepSeek-V3 Section 3.2.3). Needs model.mla."))] = False
+    mlp: Annotated[bool, Field(description=(
+        "Keep only each dense MLP's input and rerun it in the backward pass (Megatron-Core recompute_modules "
+        "mlp: the dense layers' MLPs, not the experts)."))] = False
+
+
 class LayoutSpec(_Strict):
     tp: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
     pp: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
@@ -109,6 +118,10 @@ class LayoutSpec(_Strict):
     last_stage_layers: Annotated[int | None, Field(ge=1, le=MAX_COUNT, description=(
         "Layers of the last pipeline stage when it holds fewer than the others (with first_stage_layers)."))] = None
     recompute: Literal["none", "selective", "full"] = "none"
+    recompute_modules: Annotated[RecomputeModulesSpec, Field(description=(
+        "Modules recomputed besides what `recompute` says (Megatron-Core recompute_modules other than "
+        "core_attn, which is `recompute: selective`); not with full recomputation, which reruns them already."))
+    ] = RecomputeModulesSpec()
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
     pipeline_schedule: Annotated[Literal["1f1b", "zb_h1", "zb_h2", "gpipe", "dualpipe"], Field(description=(
@@ -133,6 +146,9 @@ class LayoutSpec(_Strict):
 
     @model_validator(mode="after")
     def _stages(self) -> "LayoutSpec":
+        if self.recompute == "full" and (self.recompute_modules.mla_up_proj or self.recompute_modules.mlp):
+            raise ValueError("recompute_modules apply with recompute none or selective: full recomputation "
+                             "reruns every module already")
         if (self.first_stage_layers is None) != (self.last_stage_layers is None):
             raise ValueError("first_stage_layers and last_stage_layers go together: give both or neither")
         if self.first_stage_layers is not None and self.pp < 2:
@@ -200,6 +216,8 @@ class RunSpec(_Extendable):
         used = lay.tp * lay.pp * lay.dp * lay.cp
         if used != self.gpus:
             raise ValueError(f"layout tp*pp*dp*cp = {used} but gpus = {self.gpus}")
+        if lay.recompute_modules.mla_up_proj and self.model.mla is None:
+            raise ValueError("layout.recompute_modules.mla_up_proj needs multi-head latent attention (model.mla)")
         return self
 
     def presets_in_order(self) -> list[str]:
