@@ -120,3 +120,12 @@ def test_modules_that_cannot_apply_are_one_line_and_exit_2(sets: list[str], mess
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in res.stderr
+
+
+def test_a_sweep_rejects_full_recomputation_beside_recomputed_modules(tmp_path: Path) -> None:
+    path = _deepseek(tmp_path, {"mla_up_proj": True})
+    res = run_cli_here("sweep", str(path), "--grid", "recompute=none,full", "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["rejected"] == {"recomputed modules with full recomputation": 1}
+    assert [row["recompute"] for row in data["top"]] == ["none"]

@@ -41,6 +41,7 @@ REJECTIONS = (
     "global batch not divisible by dp x micro batch",
     "interleaved schedule needs micro-batches divisible by pp",
     "sequence parallelism needs tp > 1",
+    "recomputed modules with full recomputation",
     "does not fit in HBM",
     "model undefined (non-finite objective)",
 )
@@ -124,7 +125,8 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
                 grid_fields=tuple(axes[k].field for k in on_grid), grid_values=grid_values, fixed=fixed,
                 derive_dp=not any(axes[k].field == DERIVED for k in grid), gpus=float(run.gpus),
                 model=(m.heads, fields.value(run, "model.kv_heads"), m.ffn_hidden, m.layers,
-                       run.layout.global_batch, run.layout.first_stage_layers, run.layout.last_stage_layers),
+                       run.layout.global_batch, run.layout.first_stage_layers, run.layout.last_stage_layers,
+                       any(dict(run.layout.recompute_modules).values())),
                 programs=programs, zero=zero, names=names, scale=resolver.variable(target).scale,
                 descending=best == "max", top=top)
     n = plan.size
@@ -173,7 +175,8 @@ class Plan:
     fixed: dict[str, float]  # the other axes' fields at the run's values
     derive_dp: bool
     gpus: float
-    model: tuple  # heads, kv heads, ffn hidden, layers, global batch, first and last stage layers (or None)
+    model: tuple  # heads, kv heads, ffn hidden, layers, global batch, first and last stage layers (or None),
+    # whether the run recomputes modules
     programs: dict  # target, memory per GPU, capacity -> base-unit constant or Symbolic
     zero: tuple[str, ...]
     names: tuple[str, str, str]
@@ -250,7 +253,7 @@ def _chunk(plan: Plan, span: tuple[int, int]) -> ChunkResult:
 
 def _structural(plan: Plan, c: dict) -> list:
     """The layout checks that need no model, in the order of REJECTIONS."""
-    heads, kv, ffn, layers, global_batch, first, last = plan.model
+    heads, kv, ffn, layers, global_batch, first, last, modules = plan.model
 
     def not_divisible(a, b):
         return np.mod(a, b) != 0
@@ -274,6 +277,8 @@ def _structural(plan: Plan, c: dict) -> list:
         not_divisible(micro, 1),
         (interleave > 1) & not_divisible(micro, pp),
         (sp > 0) & (tp == 1),
+        # full recomputation reruns every module already (LayoutSpec refuses the pair in a run file)
+        (c["layout.recompute"] == 2) & modules,
     ]
 
 
