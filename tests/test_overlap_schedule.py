@@ -195,6 +195,40 @@ def test_an_moe_estimate_counts_its_routing_kernels_and_says_what_balance_leaves
     assert "most loaded expert" not in dense.stdout
 
 
+A2A = ["col.ep.t_alltoall=2 ms", "col.ep.t_step=800 ms", "col.overlap.backward_share=0.6666666666666666"]
+
+
+@pytest.mark.parametrize(("attn", "mlp", "share", "per_pair"), [
+    # attention 6 ms (2 forward, 4 backward) and MLP 3 ms: each combine (2 ms) hides; both dispatches (4 ms)
+    # outlast the MLP by 1 ms
+    (6.0, 3.0, 0.0, 1.0),
+    # the SM share charges every hidden window a tenth of its communication
+    (6.0, 3.0, 0.1, 0.2 + 1.0 + 0.2),
+    # a short attention exposes the backward combine beside its 1 ms forward, though the MLP has 2 ms to spare
+    (3.0, 6.0, 0.0, 1.0),
+])
+def test_megatron_1f1b_overlap_exposes_each_window_on_its_own(real_engine: Engine, attn: float, mlp: float,
+                                                              share: float, per_pair: float) -> None:
+    assign = A2A + [f"col.ep.attn_compute={attn} ms", f"col.ep.mlp_compute={mlp} ms",
+                    f"col.ep.comm_sm_share={share}"]
+    t = real_engine.value("col.ep.t_exposed", assign=assign, variants=["col.ep.t_exposed=a2a_1f1b"],
+                          base_units=True)
+    # 800 ms of all-to-alls at four 2 ms all-to-alls per layer pair: 100 pairs
+    assert t == pytest.approx(100 * per_pair * 1e-3, rel=1e-12, abs=1e-15)
+
+
+def test_the_windows_take_the_layers_attention_and_mlp_computation(real_engine: Engine) -> None:
+    base = ["par.pipeline.layers_per_stage=4", "par.pipeline.n_microbatches=10"]
+    attn = real_engine.value("col.ep.attn_compute", assign=base + [
+        "kernel.layer.qkv.t_fwd=1 ms", "kernel.layer.qkv.t_bwd=2 ms", "kernel.layer.attn_out.t_fwd=0.5 ms",
+        "kernel.layer.attn_out.t_bwd=1 ms", "kernel.step.t_attention=0.2 s"], base_units=True)
+    assert attn == pytest.approx((1 + 2 + 0.5 + 1 + 200 / 40) * 1e-3, rel=1e-12)
+    mlp = real_engine.value("col.ep.mlp_compute", assign=base + [
+        "kernel.layer.fc1.t_fwd=1 ms", "kernel.layer.fc1.t_bwd=2 ms", "kernel.layer.fc2.t_fwd=0.5 ms",
+        "kernel.layer.fc2.t_bwd=1 ms", "kernel.moe.t_routing=0.04 s"], base_units=True)
+    assert mlp == pytest.approx((1 + 2 + 0.5 + 1 + 40 / 40) * 1e-3, rel=1e-12)
+
+
 # ---- data parallelism: reduce-scatter by layer chunk after the last micro-batch ---------------------
 
 DP = ["col.dp.t_sync=1 s", "col.overlap.dp_chunks=4", "col.overlap.backward_share=0.6666666666666666",
@@ -326,7 +360,7 @@ def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_lin
     base = ["col.ep.message=400 MB", "par.ep=32", "par.etp=1", "cluster.scaleup.domain_size=8",
             "arch.moe.top_k=1", "arch.moe.max_routed_domains=256", *LINKS]
     t = real_engine.value("col.ep.t_alltoall", assign=base, variants=["col.ep.t_alltoall=per_domain",
-                                                                      "col.ep.t_alltoall_hidden=serial_ep"],
+                                                                      "col.ep.t_alltoall_hidden=phase_by_phase"],
                           base_units=True)
     g, p, n = 8, 32, 400e6
     # 24 of 32 destinations are remote; locally, own-domain traffic plus forwarding adds up to (g-1)/g of N
@@ -336,7 +370,7 @@ def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_lin
     assert t == pytest.approx(inter + intra, rel=1e-9)
     # DeepEP forwards each token over the scale-up links as it arrives: the phases overlap, the longer shows
     pipelined = real_engine.value("col.ep.t_alltoall", assign=base, variants=[
-        "col.ep.t_alltoall=per_domain", "col.ep.t_alltoall_hidden=dualpipe"], base_units=True)
+        "col.ep.t_alltoall=per_domain", "col.ep.t_alltoall_hidden=per_domain"], base_units=True)
     assert pipelined == pytest.approx(max(inter, intra), rel=1e-9)
     flat = real_engine.value("col.ep.t_alltoall", assign=base + ["col.ep.alpha=20 us", f"col.ep.beta={1 / 45} s/GB"],
                              variants=["col.ep.t_alltoall=pairwise"], base_units=True)
@@ -356,7 +390,7 @@ def test_an_nccl_all_to_all_sends_every_copy_bound_for_another_domain_over_the_s
     intra = (g - 1) * 5e-6 + (g - 1) / ep * n_bytes / 360e9
     assert t == pytest.approx(max(inter, intra), rel=1e-9)
     deduplicated = real_engine.value("col.ep.t_alltoall", assign=base, base_units=True, variants=[
-        "col.ep.t_alltoall=per_domain", "col.ep.t_alltoall_hidden=dualpipe"])
+        "col.ep.t_alltoall=per_domain", "col.ep.t_alltoall_hidden=per_domain"])
     # one copy per domain pays off only when a token has several experts (k = 1: the same bytes, fewer messages)
     assert deduplicated / t > 0.9 if k == 1 else deduplicated / t < 0.6
 

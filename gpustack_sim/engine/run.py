@@ -134,9 +134,10 @@ class LayoutSpec(_Strict):
         "How the expert all-to-all moves a token's k routed copies: each straight to its expert's GPU (an NCCL "
         "all-to-all, Megatron-Core's alltoall dispatcher), or once to each scale-up domain its experts lie in "
         "and forwarded inside it (DeepEP, DeepSeek-V3)."))] = "direct"
-    ep_overlap: Annotated[Literal["none", "dualpipe"], Field(description=(
+    ep_overlap: Annotated[Literal["none", "dualpipe", "a2a_1f1b"], Field(description=(
         "Expert-parallel all-to-alls in series with the expert computation, or hidden behind another "
-        "micro-batch's computation (DeepSeek-V3 DualPipe)."))] = "none"
+        "micro-batch's computation: pooled over the layer (DeepSeek-V3 DualPipe), or window by window "
+        "(Megatron-Core's fine-grained 1F1B, overlap_moe_expert_parallel_comm)."))] = "none"
     dp_overlap: Annotated[Literal["bucketed", "layer_chunks", "none"], Field(description=(
         "Gradient reduction overlapped with the backward pass in buckets (PyTorch DDP), chunk by layer after "
         "the last micro-batch (Megatron overlap_grad_reduce), or after the pipeline flush."))] = "bucketed"
