@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gpustack_compiler import models
+from gpustack_compiler.errors import ResolveError
 from gpustack_compiler.kinds import KINDS
 from gpustack_compiler.kinds.distributions import DISTRIBUTIONS
 from gpustack_sim.analyses.estimate import intervals
@@ -149,3 +150,26 @@ def test_stochastic_parameters_are_checked(tmp_path: Path, distribution: str, pa
     root = mini_catalog(tmp_path)
     write_system(root, "economics", ONE_DRAW.replace("DISTRIBUTION", distribution).replace("PARAMETERS", parameters))
     assert [f.id for f in check(root).errors] == ([finding] if finding else [])
+
+
+UNDEFINED = """variables:
+  - {name: econ.a, units: s, description: input, references: [narayanan2021_megatron], root: {category: scenario_boundary, family: t}}
+  - {name: econ.b, units: s, description: input, references: [narayanan2021_megatron], root: {category: scenario_boundary, family: t}}
+  - {name: econ.q, units: "1", description: a bounded ratio, references: [narayanan2021_megatron]}
+relations:
+  - name: econ.q.ratio
+    kind: identity
+    defines: econ.q
+    expression: Max(econ.a / econ.b, 1)
+    description: the ratio, at least 1
+    references: [narayanan2021_megatron]
+"""
+
+
+def test_an_undefined_number_is_a_resolve_error_naming_the_relation(tmp_path: Path) -> None:
+    root = mini_catalog(tmp_path)
+    write_system(root, "economics", UNDEFINED)
+    engine = Engine(root)
+    assert engine.value("econ.q", assign=["econ.a=6 s", "econ.b=2 s"]) == 3
+    with pytest.raises(ResolveError, match=r"econ\.q\.ratio cannot be evaluated at these inputs: an undefined number"):
+        engine.resolve("econ.q", assign=["econ.a=0 s", "econ.b=0 s"])

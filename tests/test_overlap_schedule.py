@@ -195,7 +195,8 @@ def test_an_moe_estimate_counts_its_routing_kernels_and_says_what_balance_leaves
     assert "most loaded expert" not in dense.stdout
 
 
-A2A = ["col.ep.t_alltoall=2 ms", "col.ep.t_step=800 ms", "col.overlap.backward_share=0.6666666666666666"]
+A2A = ["col.ep.t_alltoall=2 ms", "par.ep=8", "arch.moe.n_moe_layers=40", "par.pp=4",
+       "par.pipeline.n_microbatches=10", "col.overlap.backward_share=0.6666666666666666"]
 
 
 @pytest.mark.parametrize(("attn", "mlp", "share", "per_pair"), [
@@ -213,8 +214,11 @@ def test_megatron_1f1b_overlap_exposes_each_window_on_its_own(real_engine: Engin
                     f"col.ep.comm_sm_share={share}"]
     t = real_engine.value("col.ep.t_exposed", assign=assign, variants=["col.ep.t_exposed=a2a_1f1b"],
                           base_units=True)
-    # 800 ms of all-to-alls at four 2 ms all-to-alls per layer pair: 100 pairs
+    # 10 MoE layers per stage for each of 10 micro-batches: 100 layer pairs
     assert t == pytest.approx(100 * per_pair * 1e-3, rel=1e-12, abs=1e-15)
+    alone = real_engine.value("col.ep.t_exposed", assign=[a for a in assign if a != "par.ep=8"] + ["par.ep=1"],
+                              variants=["col.ep.t_exposed=a2a_1f1b"], base_units=True)
+    assert alone == 0
 
 
 def test_the_windows_take_the_layers_attention_and_mlp_computation(real_engine: Engine) -> None:

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 Value = float | sympy.Basic
 
 
+class UndefinedValue(ResolveError):
+    """A relation's arithmetic left the real numbers at these inputs (0/0, inf - inf, a complex root); the
+    resolver names the relation."""
+
+
 class EvaluationContext(Protocol):
     def value_of(self, name: str) -> Value:
         """The value of a name, resolving it (and its trace) on first use."""
@@ -73,7 +78,11 @@ def substitute(expr, subs: dict):
         return expr
     if expr.func in (sympy.Min, sympy.Max) and not all(a.is_number for a in args):
         return expr.func(*args, evaluate=False)
-    return expr.func(*args)
+    try:
+        return expr.func(*args)
+    except ValueError:
+        # sympy refuses to order NaN (Max, Min, comparisons)
+        raise UndefinedValue(f"an undefined number (0/0 or inf - inf) reached {expr.func.__name__}") from None
 
 
 def num(expr) -> Value:
@@ -83,7 +92,7 @@ def num(expr) -> Value:
     if expr.is_number:
         v = complex(expr.evalf(17))
         if abs(v.imag) > 1e-12 * max(1.0, abs(v.real)):
-            raise ResolveError(f"a relation evaluated to a complex number ({v})")
+            raise UndefinedValue(f"it evaluated to a complex number ({v})")
         return float(v.real)
     return expr
 

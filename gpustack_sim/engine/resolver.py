@@ -13,7 +13,7 @@ from gpustack_compiler.errors import InputError, ResolveError
 from gpustack_compiler.expressions import SympyBuilder, parse
 from gpustack_compiler.kinds import CONDITIONAL, CONSTRAINT, EXACT, KEYED, kind_of
 from gpustack_compiler.kinds.distributions import RandomValue
-from gpustack_compiler.kinds.evaluation import by_name, sympify
+from gpustack_compiler.kinds.evaluation import UndefinedValue, by_name, sympify
 from gpustack_compiler.records import VariableRecord
 from gpustack_compiler.source import GraphSource
 from gpustack_compiler.symbolic import symbol_for
@@ -307,7 +307,7 @@ class _Run:
             self.values[name] = self.r.symbol(name)
             return self.values[name]
         kind = kind_of(rel)
-        out = kind.evaluate(rel, self)
+        out = self._evaluate(rel)
         validity = kind.validity(rel, self)
         if validity is not None:
             self.checks.append(Check(rel["name"], "validity", *validity))
@@ -315,10 +315,16 @@ class _Run:
                 alt = self.alternative(name, rel)
                 if alt is not None:
                     self.fallbacks.append(f"{name}: {rel['name']} -> {alt['name']}")
-                    out = kind_of(alt).evaluate(alt, self)
+                    out = self._evaluate(alt)
                     out.note = f"fallback from {rel['name']} (validity violated)"
                     rel = alt
         return self._record(name, rel["name"], rel["kind"], rel.get("variant"), out.inputs, out.value, out.note)
+
+    def _evaluate(self, rel: dict):
+        try:
+            return kind_of(rel).evaluate(rel, self)
+        except UndefinedValue as exc:
+            raise ResolveError(f"{rel['name']} cannot be evaluated at these inputs: {exc.message}") from None
 
     def _record(self, name, rel, kind, variant, inputs, value, note):
         meta = self.var_meta(name)
