@@ -617,6 +617,8 @@ def test_an_moe_run_missing_a_root_lists_it_and_exits_1(tmp_path: Path) -> None:
       "v_head_dim: 128}", "model.head_dim=64"], "head_dim = 64 but mla.v_head_dim = 128"),
     (["layout.ep_overlap=sometimes"], "ep_overlap"),
     (["layout.cp_comm=allgather"], "cp_comm"),
+    (["layout.recompute_modules.mla_up_proj=true"], "needs multi-head latent attention"),
+    (["layout.recompute=full", "layout.recompute_modules.mlp=true"], "recompute_modules apply with recompute none"),
 ])
 def test_bad_new_run_fields_are_one_line_and_exit_2(sets: list[str], field: str) -> None:
     res = run_cli_here("estimate", str(README_RUN), *(a for s in sets for a in ("--set", s)))

@@ -111,17 +111,6 @@ def test_a_run_trades_step_time_for_activation_memory(tmp_path: Path) -> None:
     assert rerun["value"] > 0
 
 
-@pytest.mark.parametrize(("sets", "message"), [
-    (["layout.recompute_modules.mla_up_proj=true"], "needs multi-head latent attention"),
-    (["layout.recompute=full", "layout.recompute_modules.mlp=true"], "recompute_modules apply with recompute none"),
-])
-def test_modules_that_cannot_apply_are_one_line_and_exit_2(sets: list[str], message: str) -> None:
-    res = run_cli_here("estimate", str(README_RUN), *(a for s in sets for a in ("--set", s)))
-    assert res.returncode == 2
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0] and "Traceback" not in res.stderr
-
-
 def test_a_sweep_rejects_full_recomputation_beside_recomputed_modules(tmp_path: Path) -> None:
     path = _deepseek(tmp_path, {"mla_up_proj": True})
     res = run_cli_here("sweep", str(path), "--grid", "recompute=none,full", "--json")
