@@ -146,10 +146,14 @@ class LayoutSpec(_Strict):
         "or all-gathered before attention (Llama 3)."))] = "ring"
 
     @model_validator(mode="after")
-    def _stages(self) -> "LayoutSpec":
+    def _modules(self) -> "LayoutSpec":
         if self.recompute == "full" and (self.recompute_modules.mla_up_proj or self.recompute_modules.mlp):
             raise ValueError("recompute_modules apply with recompute none or selective: full recomputation "
                              "reruns every module already")
+        return self
+
+    @model_validator(mode="after")
+    def _stages(self) -> "LayoutSpec":
         if (self.first_stage_layers is None) != (self.last_stage_layers is None):
             raise ValueError("first_stage_layers and last_stage_layers go together: give both or neither")
         if self.first_stage_layers is not None and self.pp < 2:
