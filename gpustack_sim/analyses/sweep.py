@@ -126,7 +126,7 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
                 derive_dp=not any(axes[k].field == DERIVED for k in grid), gpus=float(run.gpus),
                 model=(m.heads, fields.value(run, "model.kv_heads"), m.ffn_hidden, m.layers,
                        run.layout.global_batch, run.layout.first_stage_layers, run.layout.last_stage_layers,
-                       any(dict(run.layout.recompute_modules).values())),
+                       run.layout.recompute_modules.any),
                 programs=programs, zero=zero, names=names, scale=resolver.variable(target).scale,
                 descending=best == "max", top=top)
     n = plan.size

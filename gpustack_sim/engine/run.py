@@ -97,6 +97,10 @@ class RecomputeModulesSpec(_Strict):
         "Keep only each dense MLP's input and rerun it in the backward pass (Megatron-Core recompute_modules "
         "mlp: the dense layers' MLPs, not the experts)."))] = False
 
+    @property
+    def any(self) -> bool:
+        return self.mla_up_proj or self.mlp
+
 
 class LayoutSpec(_Strict):
     tp: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
@@ -147,7 +151,7 @@ class LayoutSpec(_Strict):
 
     @model_validator(mode="after")
     def _modules(self) -> "LayoutSpec":
-        if self.recompute == "full" and (self.recompute_modules.mla_up_proj or self.recompute_modules.mlp):
+        if self.recompute == "full" and self.recompute_modules.any:
             raise ValueError("recompute_modules apply with recompute none or selective: full recomputation "
                              "reruns every module already")
         return self
