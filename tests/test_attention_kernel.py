@@ -131,7 +131,8 @@ def test_run_file_names_its_attention_kernel(engine: Engine) -> None:
     run = load_run(REPO / "runs" / "llama70b_1024xh100.yaml")
     assert run.kernels.attention == "flash_attention_2"
     fa3 = load_run(REPO / "runs" / "llama70b_1024xh100.yaml", ["kernels.attention=flash_attention_3"])
-    for spec, code in ((run, 2), (fa3, 3)):
+    cudnn = load_run(REPO / "runs" / "llama70b_1024xh100.yaml", ["kernels.attention=cudnn_fused_attention"])
+    for spec, code in ((run, 2), (fa3, 3), (cudnn, 4)):
         s = engine.facts.run_fields.scenario(engine.scenarios, spec)
         assert engine.resolve("kernel.attn.fa_version", s).value == code
 
@@ -144,8 +145,8 @@ def h100_fit(engine: Engine) -> dict:
 
 def test_fitted_model_reproduces_the_kernel_benchmarks(h100_fit: dict) -> None:
     # The rows in force are the restatements with the mask stated (-v2); the rows they supersede are skipped.
-    rows = {i.removesuffix("-v2"): r for i, r in h100_fit.items() if i.startswith("shah2024-fig5-")}
-    assert len(rows) == 71 and all(i.endswith("-v2") for i in h100_fit if i.startswith("shah2024-fig5-"))
+    rows = {i.removesuffix("-v2"): r for i, r in h100_fit.items() if i.startswith("shah2024-fig5-fa")}
+    assert len(rows) == 71 and all(i.endswith("-v2") for i in h100_fit if i.startswith("shah2024-fig5-fa"))
     errors = [abs(r["error"]) for r in rows.values()]
     # Stated tolerances: FlashAttention-3 within 11% from 4k on at every head dimension and mask; all 71 rows
     # within 12% on average. The short causal rows (512 to 2k) are the worst: a hard roofline and a fixed
@@ -215,7 +216,7 @@ def test_step_attention_time_charges_each_pass_its_kernel(engine: Engine, recomp
 
 
 def test_fitted_model_reproduces_the_backward_benchmarks(h100_fit: dict) -> None:
-    rows = {i: r for i, r in h100_fit.items() if i.startswith("shah2024-fig6-")}
+    rows = {i: r for i, r in h100_fit.items() if i.startswith("shah2024-fig6-fa")}
     assert len(rows) == 24
     errors = [abs(r["error"]) for r in rows.values()]
     # Stated tolerances: FlashAttention-3's backward within 5% at every length and head dimension; all 24 rows
@@ -223,3 +224,18 @@ def test_fitted_model_reproduces_the_backward_benchmarks(h100_fit: dict) -> None
     # head dimension 64 and 128 get one curve, about 5% above the first and below the second).
     assert max(abs(r["error"]) for i, r in rows.items() if "-fa3-" in i) < 0.05
     assert max(errors) < 0.11 and sum(errors) / len(errors) < 0.04
+
+
+def test_fitted_model_reproduces_the_cudnn_benchmarks(h100_fit: dict) -> None:
+    fwd = {i: r for i, r in h100_fit.items() if i.startswith("shah2024-fig5-cudnn-")}
+    bwd = {i: r for i, r in h100_fit.items() if i.startswith("shah2024-fig6-cudnn-")}
+    assert len(fwd) == 30 and len(bwd) == 12
+    # Stated tolerances. Training runs the causal kernel: at head dimension 128 from 2k on within 6%. The backward
+    # within 4% everywhere. FlashAttention-3's form fits cuDNN's forward loosely elsewhere (its unmasked head
+    # dimension 256 is slower than 128, which no exponential term gives): within 30%, 11% on average.
+    causal128 = [abs(r["error"]) for i, r in fwd.items() if "-hd128-causal-" in i and int(i.rsplit("-s", 1)[1]) >= 2048]
+    assert len(causal128) == 4 and max(causal128) < 0.06
+    assert max(abs(r["error"]) for r in bwd.values()) < 0.04
+    errors = [abs(r["error"]) for r in fwd.values()]
+    assert max(errors) < 0.30 and sum(errors) / len(errors) < 0.11
+

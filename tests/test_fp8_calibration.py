@@ -176,8 +176,12 @@ def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components
     h100 = next(d for d in data if d["preset_name"] == "calibration_h100")
     assert set(h100["parameters"]) == {"gemm_training_format", "gemm_fp8", "attention", "attention_fa3",
                                        "attention_overhead_fa2", "attention_overhead_fa3", "attention_exp_fa3",
-                                       "memory", "link_intra", "link_nvls", "link_inter", "link_intra_latency",
-                                       "link_nvls_latency"}
+                                       "attention_cudnn", "attention_overhead_cudnn", "attention_exp_cudnn",
+                                       "attention_bwd_fa2", "attention_bwd_fa3", "attention_bwd_cudnn",
+                                       "attention_overhead_bwd_fa2", "attention_overhead_bwd_fa3",
+                                       "attention_overhead_bwd_cudnn", "attention_exp_bwd_fa3",
+                                       "attention_exp_bwd_cudnn", "memory", "link_intra", "link_nvls", "link_inter",
+                                       "link_intra_latency", "link_nvls_latency"}
     # Four BF16 GEMMs on H100 (the matmul search's best shape and cuBLAS at three large squares) set that
     # efficiency and its spread; each lands within 6% of the one fitted value.
     bf16 = h100["parameters"]["gemm_training_format"]
@@ -256,7 +260,7 @@ def test_every_command_applies_a_generation_preset_after_the_end_to_end_calibrat
     est = engine.estimate(readme, samples=20)
     assert est.presets[est.presets.index("calibration") + 1] == "calibration_h100"
     # and an evaluation row's run with the end-to-end calibration resolves to what validate predicts
-    row = next(r for r in engine.validate(NEMO, samples=2).rows if r["id"] == "nemo2407-llama3-70b-64-gpus-v2")
+    row = next(r for r in engine.validate(NEMO, samples=2).rows if r["id"] == "nemo2407-llama3-70b-64-gpus-v3")
     run = next(i.obs.run for i in load_observations([NEMO]) if i.obs.id == row["id"])
     scenario = engine.run_scenario(run.with_extras(presets=["calibration"]))
     assert engine.resolve(row["target"], scenario).value == pytest.approx(row["predicted"], rel=1e-9)

@@ -180,9 +180,11 @@ class LayoutSpec(_Strict):
 
 class KernelSpec(_Strict):
     flash_attention: Annotated[bool, Field(description="Fused IO-aware attention (FlashAttention).")] = True
-    attention: Annotated[Literal["flash_attention_2", "flash_attention_3"], Field(description=(
-        "Which fused attention kernel runs when flash_attention is on: FlashAttention-2, or FlashAttention-3 "
-        "(Hopper GPUs); each has its own calibrated efficiency and per-block overhead."))] = "flash_attention_2"
+    attention: Annotated[Literal["flash_attention_2", "flash_attention_3", "cudnn_fused_attention"], Field(
+        description=("Which fused attention kernel runs when flash_attention is on: FlashAttention-2, "
+                     "FlashAttention-3 (Hopper GPUs) or cuDNN's fused attention (what Transformer Engine selects "
+                     "on Hopper and later); each has its own calibrated efficiency and per-block overhead."))] = (
+        "flash_attention_2")
     fp32_logits: Annotated[bool, Field(description="Logits cast to FP32 for the loss (Megatron-LM).")] = True
 
 
