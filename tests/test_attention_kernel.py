@@ -239,3 +239,25 @@ def test_fitted_model_reproduces_the_cudnn_benchmarks(h100_fit: dict) -> None:
     errors = [abs(r["error"]) for r in fwd.values()]
     assert max(errors) < 0.30 and sum(errors) / len(errors) < 0.11
 
+
+
+def test_a_ring_splits_each_query_blocks_keys_over_its_steps(engine: Engine) -> None:
+    # Ring context parallelism computes each step against one rank's key/value block, a separate kernel call:
+    # the loop a query block runs per call is cp times shorter, and each call pays the fixed per-block work again.
+    # All-gathered keys and values keep one call per query chunk over every key.
+    values = {}
+    for comm in ("ring", "all_gather"):
+        spec = load_run(REPO / "runs" / "llama70b_1024xh100.yaml",
+                        ["layout.cp=4", "layout.dp=8", f"layout.cp_comm={comm}", "kernels.attention=cudnn_fused_attention"])
+        s = engine.facts.run_fields.scenario(engine.scenarios, spec)
+        values[comm] = {n: engine.resolve(n, s).value for n in (
+            "kernel.attn.kv_splits", "kernel.attn.kv_tokens_per_query_block", "kernel.attn.executed_fraction",
+            "arch.seq_len", "kernel.attn.efficiency_bwd", "kernel.step.t_attention")}
+    ring, gather = values["ring"], values["all_gather"]
+    assert ring["kernel.attn.kv_splits"] == 4 and gather["kernel.attn.kv_splits"] == 1
+    assert ring["kernel.attn.kv_tokens_per_query_block"] == pytest.approx(
+        ring["kernel.attn.executed_fraction"] * ring["arch.seq_len"] / 4, rel=1e-12)
+    assert gather["kernel.attn.kv_tokens_per_query_block"] == pytest.approx(
+        4 * ring["kernel.attn.kv_tokens_per_query_block"], rel=1e-12)
+    assert ring["kernel.attn.efficiency_bwd"] < gather["kernel.attn.efficiency_bwd"]
+    assert ring["kernel.step.t_attention"] > gather["kernel.step.t_attention"]
