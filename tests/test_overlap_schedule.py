@@ -185,6 +185,24 @@ def test_routing_kernels_add_to_an_moe_steps_compute_and_not_to_a_dense_one(real
                              variants=["kernel.moe.t_routing=dense"]) == 0
 
 
+PERMUTE = ["par.recompute.forward_passes=1", "arch.moe.top_k=8", "arch.hidden=4096",
+           "precision.bytes_per_activation=2 B", "arch.moe.n_moe_layers=94", "par.act.replicated_divisor=2",
+           "arch.moe.n_routed_experts=128"]
+
+
+@pytest.mark.parametrize(("ep", "dispatch", "sorts"), [(32, "direct", 1), (128, "direct", 0), (32, "per_domain", 0)])
+def test_the_alltoall_dispatcher_sorts_by_local_expert(real_engine: Engine, ep: int, dispatch: str,
+                                                       sorts: int) -> None:
+    # Megatron-Core's alltoall dispatcher sorts the received copies by local expert and back ("Permutation 2",
+    # "Unpermutation 2") when a rank holds several experts: 4 k h more values per token, MoE layer and pass on
+    # top of the 2 (1 + k) h of the permutation and unpermutation; a per-domain (DeepEP) dispatch adds none.
+    assign, variants = [*PERMUTE, f"par.ep={ep}"], [f"kernel.moe.local_sorts={dispatch}"]
+    assert real_engine.value("kernel.moe.local_sorts", assign=assign, variants=variants) == sorts
+    per_token = real_engine.value("kernel.moe.permute_bytes_per_token", assign=assign, variants=variants)
+    # forward and backward, 2 bytes a value, 94 layers, halved by sequence parallelism over 2 ranks
+    assert per_token == pytest.approx(2 * 2 * (1 + 8 + 2 * 8 * sorts) * 4096 * 2 * 94 / 2, rel=1e-12)
+
+
 def test_an_moe_estimate_counts_its_routing_kernels_and_says_what_balance_leaves_out(tmp_path: Path) -> None:
     path = _run_file(tmp_path, "moe.yaml", _moe)
     res = run_cli_here("estimate", str(path), "--samples", "2", "--trace", "step time")
