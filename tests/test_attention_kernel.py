@@ -233,12 +233,12 @@ def test_fitted_model_reproduces_the_cudnn_benchmarks(h100_fit: dict) -> None:
     # Stated tolerances. Training runs the causal kernel: at head dimension 128 from 2k on within 6%. The backward
     # within 4% everywhere. FlashAttention-3's form fits cuDNN's forward loosely elsewhere (its unmasked head
     # dimension 256 is slower than 128, which no exponential term gives): within 30%, 11% on average.
-    causal128 = [abs(r["error"]) for i, r in fwd.items() if "-hd128-causal-" in i and int(i.rsplit("-s", 1)[1]) >= 2048]
+    causal128 = [abs(r["error"]) for i, r in fwd.items()
+                 if "-hd128-causal-" in i and int(i.rsplit("-s", 1)[1]) >= 2048]
     assert len(causal128) == 4 and max(causal128) < 0.06
     assert max(abs(r["error"]) for r in bwd.values()) < 0.04
     errors = [abs(r["error"]) for r in fwd.values()]
     assert max(errors) < 0.30 and sum(errors) / len(errors) < 0.11
-
 
 
 def test_a_ring_splits_each_query_blocks_keys_over_its_steps(engine: Engine) -> None:
@@ -247,8 +247,9 @@ def test_a_ring_splits_each_query_blocks_keys_over_its_steps(engine: Engine) -> 
     # All-gathered keys and values keep one call per query chunk over every key.
     values = {}
     for comm in ("ring", "all_gather"):
-        spec = load_run(REPO / "runs" / "llama70b_1024xh100.yaml",
-                        ["layout.cp=4", "layout.dp=8", f"layout.cp_comm={comm}", "kernels.attention=cudnn_fused_attention"])
+        spec = load_run(REPO / "runs" / "llama70b_1024xh100.yaml", ["layout.cp=4", "layout.dp=8",
+                                                                     f"layout.cp_comm={comm}",
+                                                                     "kernels.attention=cudnn_fused_attention"])
         s = engine.facts.run_fields.scenario(engine.scenarios, spec)
         values[comm] = {n: engine.resolve(n, s).value for n in (
             "kernel.attn.kv_splits", "kernel.attn.kv_tokens_per_query_block", "kernel.attn.executed_fraction",
