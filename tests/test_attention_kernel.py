@@ -11,6 +11,9 @@ from helpers import REPO
 
 H100 = ["gpu_h100_sxm", "precision_bf16_mixed", "megatron_lm_software", "estimate_defaults", "calibration_h100"]
 SEQS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+# One score's exponential against its matmul work at head dimension 128 on H100: 132 SMs x 4096 FLOP/clk x
+# 1.83 GHz of matmul against 3.9 T exponentials per second, 4 d FLOPs per score in the forward pass.
+EXP_RATIO_128 = 132 * 4096 * 1.83e9 / (2 * (128 + 128) * 3.9e12)
 
 
 def scenario(engine: Engine, seq: int, head_dim: int = 128, causal: bool = False, kernel: int = 3):
@@ -34,12 +37,11 @@ def test_efficiency_rises_with_sequence_length_and_saturates(engine: Engine, ker
 
 
 def test_long_sequence_limit_by_hand(engine: Engine) -> None:
-    # FlashAttention-3, head dimension 128, no mask, 128k keys: e * L / (L + o) / (1 + phi * peak / (4 d R_exp)),
-    # with the H100's 132 SMs x 4096 FLOP/clk x 1.83 GHz and 3.9 T exponentials per second.
+    # FlashAttention-3, head dimension 128, no mask, 128k keys: e * L / (L + o) / (1 + phi * peak / (4 d R_exp)).
     s = scenario(engine, 131072)
     e, o, phi = (engine.resolve(n, s).value for n in (
         "kernel.attn.efficiency_large_fa3", "kernel.attn.overhead_tokens_fa3", "kernel.attn.exp_exposed_fa3"))
-    ratio = 132 * 4096 * 1.83e9 / (2 * (128 + 128) * 3.9e12)
+    ratio = EXP_RATIO_128
     expected = e * 131072 / (131072 + o) / (1 + phi * ratio)
     assert efficiency(engine, 131072) == pytest.approx(expected, rel=1e-6)
 
@@ -182,7 +184,7 @@ def test_backward_kernels_by_hand(engine: Engine) -> None:
     e, r, o, phi = (engine.resolve(n, s).value for n in (
         "kernel.attn.efficiency_large_fa3", "kernel.attn.bwd_ratio_fa3", "kernel.attn.overhead_tokens_bwd_fa3",
         "kernel.attn.exp_exposed_bwd_fa3"))
-    ratio = 132 * 4096 * 1.83e9 / (2 * (128 + 128) * 3.9e12) * 2 / 5
+    ratio = EXP_RATIO_128 * 2 / 5
     assert engine.resolve("kernel.attn.exp_time_ratio_bwd", s).value == pytest.approx(ratio, rel=1e-6)
     expected = e * r * 16384 / (16384 + o) / (1 + phi * ratio)
     assert engine.resolve("kernel.attn.efficiency_bwd", s).value == pytest.approx(expected, rel=1e-6)
