@@ -217,6 +217,21 @@ def test_step_attention_time_charges_each_pass_its_kernel(engine: Engine, recomp
         assert v["kernel.attn.efficiency_bwd"] == v["kernel.attn.efficiency"]
 
 
+def test_mla_backward_recomputes_the_wider_query_key_products(engine: Engine) -> None:
+    # MLA's query-key heads (128 + 64 rope) are wider than its 128-wide value heads: the scores take 192 / 320 of
+    # the forward products, and the backward kernel recomputes them on top of twice the forward (2.6 x, not 2.5 x).
+    spec = load_run(REPO / "runs" / "llama70b_1024xh100.yaml", [
+        "layout.recompute=none", "model.kv_heads=64", "model.mla={kv_lora_rank: 512, q_lora_rank: 1536, "
+        "qk_rope_head_dim: 64, qk_nope_head_dim: 128, v_head_dim: 128}"])
+    s = engine.facts.run_fields.scenario(engine.scenarios, spec)
+    share = 192 / 320
+    assert engine.resolve("arch.attn.qk_flops_share", s).value == pytest.approx(share, rel=1e-12)
+    fwd = engine.resolve("arch.flops.attn_fwd_per_token", s).value
+    assert engine.resolve("par.recompute.attn_flops_per_token", s).value == pytest.approx(share * fwd, rel=1e-12)
+    assert engine.resolve("kernel.step.attn_bwd_share", s).value == pytest.approx((2 + share) / (3 + share),
+                                                                                  rel=1e-12)
+
+
 def test_fitted_model_reproduces_the_backward_benchmarks(h100_fit: dict) -> None:
     rows = {i: r for i, r in h100_fit.items() if i.startswith("shah2024-fig6-fa")}
     assert len(rows) == 24
