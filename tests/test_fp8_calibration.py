@@ -127,14 +127,15 @@ def test_a_parameter_fixed_by_one_row_borrows_the_scatter_of_the_rows_beside_it(
     assert next(r for r in h100["rows"] if "-gemm-bf16-" in r["id"])["within_uncertainty"]
     # Its one measurement says nothing of how far another shape lands from the model: the spread is the scatter
     # of the generation's FP8 GEMM rows about their own fitted efficiency (log residuals over n - 1 degrees of
-    # freedom), on the BF16 value's scale.
-    fp8_rows = [r for r in h100["rows"] if "-gemm-fp8-" in r["id"]]
+    # freedom), on the BF16 value's scale. The memory-bound 802816 x 192 x 768 row runs at the HBM roofline, not
+    # at the FP8 efficiency, so it is not among them.
+    fp8_rows = [r for r in h100["rows"] if "-gemm-fp8-" in r["id"] and "802816x" not in r["id"]]
     log_scatter = math.sqrt(sum(math.log(r["predicted"] / r["measured"]) ** 2 for r in fp8_rows)
                             / (len(fp8_rows) - 1))
     assert bf16["spread_from"] == "kernel.gemm.achieved_flops"
     assert bf16["sd"] == pytest.approx(bf16["value"] * log_scatter, rel=1e-3)
     preset = (tmp_path / "calibration_h100.yaml").read_text()
-    assert "with the scatter of the other 10 kernel.gemm.achieved_flops rows about the fit as its spread" in preset
+    assert "with the scatter of the other 9 kernel.gemm.achieved_flops rows about the fit as its spread" in preset
     said = gp(build, "calibrate", "--components", *sources, "--out", str(tmp_path)).stdout
     assert "the spread of the other kernel.gemm.achieved_flops rows" in said
 
@@ -148,6 +149,16 @@ def test_component_calibration_reproduces_the_committed_presets(components) -> N
         assert (out / f"{name}.yaml").read_text() == (CATALOG / "presets" / f"{name}.yaml").read_text()
 
 
+def test_a_memory_bound_gemm_runs_at_the_bandwidth_not_below_it(components) -> None:
+    # 802816 x 192 x 768 in FP8 on H100: about 256 FLOP/B against a ridge near 680 at the achieved bandwidth, so the
+    # roofline bounds it. Multiplying the compute efficiency by the roofline fraction charged it twice (predicted
+    # 434 against 663.8 TFLOP/s measured, -35%); the lower of the two lands within 15%.
+    data, _, _ = components
+    h100 = next(d for d in data if d["preset_name"] == "calibration_h100")
+    row = next(r for r in h100["rows"] if r["id"] == "azure-h100-gemm-fp8-802816x192x768")
+    assert abs(row["error"]) < 0.15
+
+
 def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components) -> None:
     data, _, text = components
     for d in data:
@@ -157,10 +168,12 @@ def test_component_fit_reproduces_its_benchmarks_or_reports_residuals(components
         alone = d["preset_name"] != "calibration_h100"  # H100 has the FlashAttention-3 paper's sequence sweep too
         assert all(rows[i]["within_uncertainty"] for i in rows if "-flash-" in i and alone)
         assert params["attention"]["exactly_determined"] == alone
-        # Five streaming kernels (Copy, Mul, Add, Triad, Dot) measure the one achieved HBM bandwidth: each within
-        # 8% of it, and their scatter is the memory efficiency's spread.
+        # Five streaming kernels (Copy, Mul, Add, Triad, Dot) measure the one achieved HBM bandwidth, and so does a
+        # memory-bound GEMM, which streams its operands at it whatever its compute efficiency: the streaming rows
+        # within 12% of it (MI300X's skinny 802816 x 192 x 768 GEMM runs well below its streaming rate and pulls
+        # the fit down), and their scatter is the memory efficiency's spread.
         hbm = [r for i, r in rows.items() if "-hbm-" in i]
-        assert len(hbm) == 5 and all(abs(r["error"]) < 0.08 for r in hbm)
+        assert len(hbm) == 5 and all(abs(r["error"]) < 0.12 for r in hbm)
         assert not params["memory"]["exactly_determined"] and params["memory"]["sd"] > 0
         # GEMM sweeps: one efficiency per format cannot follow every shape; large square and training-like
         # shapes come within 15% on NVIDIA parts, and every row outside its uncertainty is reported as such.
@@ -314,12 +327,11 @@ def test_low_precision_share_follows_the_architecture(engine: Engine) -> None:
 # ---- prediction spread of fitted parameters -------------------------------------------------------------
 
 class Rows:
-    """Rows of one measured figure for `fit`; every row depends on every parameter unless `depends` says."""
+    """Rows of one measured figure for `fit`, each tying the parameters its figure moves with."""
 
-    def __init__(self, figure, xs, measured, params, depends=None):
+    def __init__(self, figure, xs, measured, params):
         self.rows = [type("Row", (), {"measured": m, "target": "y"})() for m in measured]
         self.params, self.xs, self.figure = params, xs, figure
-        self.depends = depends or [frozenset(p.key for p in params)] * len(measured)
 
     def predict(self, theta: np.ndarray) -> np.ndarray:
         return self.figure(theta, self.xs)
@@ -360,12 +372,28 @@ def test_links_tied_by_shared_rows_each_carry_the_scatter_of_the_rows_they_alone
     wide, narrow = np.where(np.arange(10) % 2, 0.1, -0.1), np.where(np.arange(10) % 2, 0.02, -0.02)
     links = fit(Rows(lambda t, x: np.concatenate([x / t[0], x / t[1], x / t[0] + x / t[1]]), xs,
                      np.concatenate([xs / 4 * np.exp(wide), xs / 9 * np.exp(narrow), xs / 4 + xs / 9]),
-                     (Parameter("inter", ("b1",), 1.0, 0.1, 100.0), Parameter("intra", ("b2",), 1.0, 0.1, 100.0)),
-                     [frozenset({"inter"})] * 10 + [frozenset({"intra"})] * 10 + [frozenset({"inter", "intra"})] * 10))
+                     (Parameter("inter", ("b1",), 1.0, 0.1, 100.0), Parameter("intra", ("b2",), 1.0, 0.1, 100.0))))
     assert links.values["inter"] == pytest.approx(4, rel=0.01) and links.values["intra"] == pytest.approx(9, rel=0.01)
     # each combines its standard error (0.06 and 0.17 from the pooled fit) with its own rows' scatter
     assert links.sds["inter"] == pytest.approx(float(np.hypot(0.064, 4 * 0.1)), rel=0.02)
     assert links.sds["intra"] == pytest.approx(float(np.hypot(0.168, 9 * 0.02)), rel=0.02)
+
+
+def test_a_roofline_row_ties_only_the_ceiling_it_sits_under() -> None:
+    """Rows y = x min(e, m I): compute-bound rows (large I) move with e alone, a memory-bound one (small I) with m
+    alone, like the streaming rows y = m. No row ties the two, so each takes its own rows' scatter."""
+    xs = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 0.001, 0.0, 0.0, 0.0])  # I of the seven GEMM-like rows
+    noise = np.array([0.05, -0.05, 0.05, -0.05, 0.05, -0.05, 0.0, 0.02, -0.02, 0.0])
+
+    def figure(t, x):
+        return np.concatenate([10 * x[:7] * np.minimum(t[0], t[1] * 100 * x[:7]), np.full(3, t[1])])
+
+    truth = figure(np.array([0.7, 0.9]), xs)
+    roof = fit(Rows(figure, xs, truth * np.exp(noise), (Parameter("e", ("e",), 0.5, 0.05, 1.0),
+                                                        Parameter("m", ("m",), 0.5, 0.05, 1.0))))
+    assert roof.values["e"] == pytest.approx(0.7, rel=0.05) and roof.values["m"] == pytest.approx(0.9, rel=0.05)
+    assert roof.depends == [frozenset({"e"})] * 6 + [frozenset({"m"})] * 4
+    assert not roof.exact and roof.sds["e"] > 0 and roof.sds["m"] > 0
 
 
 # ---- activations the linear layers keep for their weight gradients -----------------------------------

@@ -158,12 +158,14 @@ ROUTER = ["kernel.gemm.m=8192", "arch.hidden=2048", "arch.moe.n_routed_experts=1
 
 
 def test_the_router_gemm_is_memory_bound_with_a_hundred_experts(real_engine: Engine) -> None:
-    # 2 M K N FLOPs over (M K + K N + M N) 2-byte values: about N = 128 FLOP/B, below the H100's ridge of 295
+    # 2 M K N FLOPs over (M K + K N + M N) 2-byte values: about N = 128 FLOP/B, below the H100's ridge of 295, so
+    # the product streams at the achieved HBM bandwidth, whatever the compute efficiency (not 0.8 times that)
     m, k, n = 8192, 2048, 128
     intensity = 2 * m * k * n / ((m * k + k * n + m * n) * 2)
     assert real_engine.value("kernel.moe.router_intensity", assign=ROUTER) == pytest.approx(intensity, rel=1e-12)
-    eff = real_engine.value("kernel.moe.router_efficiency", assign=ROUTER)
-    assert eff == pytest.approx(0.8 * intensity / (989.4 / 3.35), rel=1e-9) and eff < 0.4
+    eff = real_engine.value("kernel.moe.router_efficiency", assign=[*ROUTER, "kernel.mem.efficiency=0.9"],
+                            variants=["kernel.mem.bandwidth_achieved=efficiency"])
+    assert eff == pytest.approx(intensity * 3.35 * 0.9 / 989.4, rel=1e-9) and eff < 0.4
 
 
 def test_routing_kernels_add_to_an_moe_steps_compute_and_not_to_a_dense_one(real_engine: Engine) -> None:

@@ -61,9 +61,6 @@ class RowModels:
             present = set().union(*(e.free_symbols for e in exprs))
             params = tuple(p for p in params if any(resolver.symbol(r) in present for r in p.roots))
         self.params = params
-        # Which parameters each row's figure depends on: rows of one parameter each make the fit separable.
-        self.depends = [frozenset(p.key for p in params if any(resolver.symbol(r) in e.free_symbols for r in p.roots))
-                        for e in exprs]
         self.symbols = [sympy.Symbol(p.key, positive=True) for p in params]
         tie = {resolver.symbol(r): s for p, s in zip(params, self.symbols) for r in p.roots}
         self.functions = [vectorize(self.symbols, e.xreplace(tie)) for e in exprs]
@@ -86,6 +83,8 @@ class Fit:
     # An exactly determined parameter's spread borrowed from the scatter of other rows measuring the same
     # variable: parameter -> (that variable, how many rows the scatter comes from).
     borrowed: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # The parameters each row's figure moves with at the fitted values (see `fit`).
+    depends: list[frozenset[str]] = field(default_factory=list)
 
 
 def fit(models: RowModels, max_iterations: int = 200) -> Fit:
@@ -128,9 +127,13 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
                 break
     J = jacobian(theta)
     keys = [p.key for p in models.params]
+    # A row ties the parameters its figure moves with at the fit: a roofline's Min (or a piecewise) leaves the
+    # branches it does not take out of that row's sensitivity, so a compute-bound GEMM row does not tie the GEMM
+    # efficiency to the memory efficiency that a memory-bound one depends on instead.
+    depends = [frozenset(k for k, d in zip(keys, row) if d != 0.0) for row in J]
     exact: set[str] = set()
     borrowed: dict[str, tuple[str, int]] = {}
-    if all(models.depends):
+    if all(depends):
         # Parameters no row ties together are fitted independently: each block's spread comes from its own
         # rows' residuals, and a block with no more rows than parameters is exactly determined.
         sds = np.zeros(len(keys))
@@ -138,9 +141,9 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
         # Residual sum of squares, degrees of freedom and rows of the identified blocks whose rows all measure
         # one variable, by that variable.
         scatter: dict[str, list[float]] = {}
-        for block in _blocks(keys, models.depends):
+        for block in _blocks(keys, depends):
             cols = [keys.index(k) for k in block]
-            mine = [i for i, d in enumerate(models.depends) if d & block]
+            mine = [i for i, d in enumerate(depends) if d & block]
             dof = len(mine) - len(cols)
             if dof < 1:
                 exact.update(block)
@@ -177,7 +180,7 @@ def fit(models: RowModels, max_iterations: int = 200) -> Fit:
                {k: (None if k in at_bound or (k in exact and k not in borrowed) else float(sd))
                 for k, sd in zip(keys, sds)},
                list(map(float, models.predict(theta))), iterations, frozenset(exact - at_bound),
-               {k: b for k, b in borrowed.items() if k not in at_bound})
+               {k: b for k, b in borrowed.items() if k not in at_bound}, depends)
 
 
 def _add_scatter(sds: np.ndarray, theta: np.ndarray, cols: list[int], J: np.ndarray, variance: float,
@@ -394,7 +397,7 @@ def _calibration(models: RowModels, evidence: Evidence, held: tuple[Held, ...], 
     stats = errors(result.predicted, measured)
     declared = {r: (v.scale, v.units) for p in models.params for r in p.roots
                 for v in [models.resolver.variable(r)] if v.units != "1"}
-    text = calibration_yaml(result, stats, evidence, len(rows), models.params, held, name, declared, models.depends)
+    text = calibration_yaml(result, stats, evidence, len(rows), models.params, held, name, declared, result.depends)
     table = [{"id": r.id, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m,
               "low": r.low, "high": r.high, "within_uncertainty": r.low <= p <= r.high}
              for r, m, p in zip(rows, measured, result.predicted)]
