@@ -279,3 +279,28 @@ def test_a_ring_splits_each_query_blocks_keys_over_its_steps(engine: Engine) -> 
         4 * ring["kernel.attn.kv_tokens_per_query_block"], rel=1e-12)
     assert ring["kernel.attn.efficiency_bwd"] < gather["kernel.attn.efficiency_bwd"]
     assert ring["kernel.step.t_attention"] > gather["kernel.step.t_attention"]
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective"])
+def test_a_ring_merges_its_steps_partial_outputs_in_hbm(engine: Engine, recompute: str) -> None:
+    # Transformer Engine's ring around the attention kernels, per token of a rank and layer, averaged over the
+    # c ranks: forward K/V into the ring buffer (2 kv), the merged outputs ((9c - 1)/4 q) and FP32 log-sum-exp
+    # corrections ((15c + 1) bytes per head); backward (9c + 7)/4 kv and (9c - 1)/4 q, 4 (c - 1)/c bytes per head.
+    # Llama-2/3-70B shape at tp 8: q = 8192 / 8, kv = 2 x 1024 / 8 values of 2 bytes, 64 / 8 heads. A recomputed
+    # forward repeats the forward's share; without context parallelism, or with all-gathered keys and values,
+    # nothing is merged.
+    def merge(cp: int, comm: str) -> float:
+        spec = load_run(REPO / "runs" / "llama70b_1024xh100.yaml", [f"layout.cp={cp}", f"layout.dp={32 // cp}",
+                                                                     f"layout.cp_comm={comm}",
+                                                                     f"layout.recompute={recompute}"])
+        s = engine.facts.run_fields.scenario(engine.scenarios, spec)
+        return engine.resolve("kernel.attn.cp_merge_bytes_per_token_per_layer", s).value
+
+    q, kv, heads = 1024, 256, 8
+    forward_passes = 2 if recompute == "selective" else 1
+    for c in (2, 4):
+        fwd = ((9 * c - 1) / 4 * q + 2 * kv) * 2 + (15 * c + 1) * heads
+        bwd = ((9 * c - 1) / 4 * q + (9 * c + 7) / 4 * kv) * 2 + 4 * (c - 1) / c * heads
+        assert merge(c, "ring") == pytest.approx(forward_passes * fwd + bwd, rel=1e-12)
+        assert merge(c, "all_gather") == 0
+    assert merge(1, "ring") == 0
