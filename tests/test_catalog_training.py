@@ -146,3 +146,25 @@ def test_availability_falls_with_cluster_size(real_engine: Engine) -> None:
         avail.append(res.value)
     assert 1 > avail[0] > avail[1] > avail[2] > 0
     assert avail[2] < 0.95 < avail[0]
+
+
+@pytest.mark.parametrize(("variant", "rotated"), [("gqa", 8192 + 1024), ("mla", (64 + 1) * 64)])
+def test_rotary_embedding_streams_the_rotated_query_and_key_elements(real_engine: Engine, variant: str,
+                                                                       rotated: int) -> None:
+    # Per token and layer the rotation reads and writes the query and key elements it rotates forward, and their
+    # gradients backward (4 values each, 2 bytes), split over the tensor-parallel heads; MLA rotates only its
+    # decoupled 64-wide part of each of 64 query heads and of the one shared key, learned positions none.
+    shape = ["arch.hidden=8192", "arch.q_dim=8192", "arch.kv_dim=1024", "arch.n_heads=64",
+             "arch.mla.rope_head_dim=64", "arch.ffn.active_width=28672", "arch.ffn.n_matrices=3", "par.tp=4",
+             "par.act.replicated_divisor=4", "par.recompute.forward_passes=1", "precision.bytes_per_activation=2 B"]
+
+    def traffic(learned: int) -> float:
+        return real_engine.value("kernel.elementwise.bytes_per_token_per_layer",
+                                 assign=[*shape, f"arch.pos_emb_learned={learned}"],
+                                 variants=[f"arch.attn.rope_elements_per_token_per_layer={variant}"])
+
+    # norms, residual adds and SwiGLU: 2 B x ((10 + 12) h / 4 + (3 + 6 - 1) d_ff / 4)
+    rest = 2 * (22 * 8192 / 4 + 8 * 28672 / 4)
+    rope = 2 * 4 * rotated / 4
+    assert traffic(0) == pytest.approx(rest + rope, rel=1e-12)
+    assert traffic(1) == pytest.approx(rest + (rope if variant == "mla" else 0), rel=1e-12)
