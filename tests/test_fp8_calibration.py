@@ -77,6 +77,32 @@ def test_fp8_gemm_with_its_casts_takes_between_half_and_all_of_the_bf16_time(eng
     assert t16 / 2 < t8 + cast < t16
 
 
+@pytest.mark.parametrize("gpu,precision,rate", [
+    ("gpu_h100_sxm", "precision_fp8_current_scaling", 0.870),  # TE: split accumulator in dgrad and wgrad only
+    ("gpu_h100_sxm", "precision_fp8_te_delayed_scaling", 0.870),
+    ("gpu_h100_sxm", "precision_bf16_mixed", 1),  # BF16 has no faster accumulation mode to leave
+    ("gpu_h800_sxm", "precision_fp8_blockwise", 1),  # DeepSeek-V3's kernels promote in every GEMM alike
+    ("gpu_mi300x", "precision_fp8_current_scaling", 1)])  # hipBLASLt has no fast accumulation
+def test_backward_gemms_slow_down_only_where_recipe_and_gpu_split_the_accumulator(engine: Engine, gpu: str,
+                                                                                 precision: str, rate: float) -> None:
+    scenario = engine.scenarios.build([gpu, precision, "megatron_lm_software", "estimate_defaults"])
+    assert engine.resolve("kernel.linear.bwd_rate", scenario).value == pytest.approx(rate)
+
+
+def test_a_layer_gemms_backward_runs_at_the_split_accumulators_rate(engine: Engine) -> None:
+    # GPT-3 175B on NeMo 24.07 (FP8 delayed scaling): each backward GEMM has the forward's FLOPs and operands,
+    # its own output tiles, and under Transformer Engine the split accumulator's rate against fast accumulation.
+    run = load_observations([NEMO])[0].run
+    scenario = engine.facts.run_fields.scenario(engine.scenarios, run.with_extras(presets=["calibration"]))
+
+    def value(name: str) -> float:
+        return engine.resolve(name, scenario).value
+
+    by_hand = value("kernel.layer.fc1.t_fwd") * value("kernel.layer.fc1.quant_efficiency") * (
+        1 / value("kernel.layer.fc1.dgrad.quant_efficiency") + 1 / value("kernel.layer.fc1.wgrad.quant_efficiency")) / 0.870
+    assert value("kernel.layer.fc1.t_bwd") == pytest.approx(by_hand, rel=1e-9)
+
+
 def test_bf16_runs_cast_nothing_and_keep_the_training_format_rate(engine: Engine) -> None:
     scenario = gemm_scenario(engine, "precision_bf16_mixed", 2048, 12288, 12288)
     assert engine.resolve("kernel.step.t_cast", scenario).value == 0
