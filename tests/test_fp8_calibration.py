@@ -77,6 +77,16 @@ def test_fp8_gemm_with_its_casts_takes_between_half_and_all_of_the_bf16_time(eng
     assert t16 / 2 < t8 + cast < t16
 
 
+MBRIDGE2509 = OBSERVATIONS / "mbridge2509_dgx_h100.yaml"
+DEEPSEEK = OBSERVATIONS / "deepseek2024_v3.yaml"
+
+
+def run_value(engine: Engine, path: Path, observation: str):
+    run = next(i.obs.run for i in load_observations([path]) if i.obs.id == observation)
+    scenario = engine.facts.run_fields.scenario(engine.scenarios, run.with_extras(presets=["calibration"]))
+    return lambda name: engine.resolve(name, scenario).value
+
+
 @pytest.mark.parametrize("gpu,precision,rate", [
     ("gpu_h100_sxm", "precision_fp8_current_scaling", 0.870),  # TE: split accumulator in dgrad and wgrad only
     ("gpu_h100_sxm", "precision_fp8_te_delayed_scaling", 0.870),
@@ -92,15 +102,33 @@ def test_backward_gemms_slow_down_only_where_recipe_and_gpu_split_the_accumulato
 def test_a_layer_gemms_backward_runs_at_the_split_accumulators_rate(engine: Engine) -> None:
     # GPT-3 175B on NeMo 24.07 (FP8 delayed scaling): each backward GEMM has the forward's FLOPs and operands,
     # its own output tiles, and under Transformer Engine the split accumulator's rate against fast accumulation.
-    run = load_observations([NEMO])[0].run
-    scenario = engine.facts.run_fields.scenario(engine.scenarios, run.with_extras(presets=["calibration"]))
-
-    def value(name: str) -> float:
-        return engine.resolve(name, scenario).value
-
+    value = run_value(engine, NEMO, "nemo2407-gpt3-175b-128-gpus")
     by_hand = value("kernel.layer.fc1.t_fwd") * value("kernel.layer.fc1.quant_efficiency") * (
         1 / value("kernel.layer.fc1.dgrad.quant_efficiency") + 1 / value("kernel.layer.fc1.wgrad.quant_efficiency")) / 0.870
     assert value("kernel.layer.fc1.t_bwd") == pytest.approx(by_hand, rel=1e-9)
+
+
+@pytest.mark.parametrize("path,observation,rows", [
+    # Qwen3 30B-A3B: 8 routed copies per token, quantized by GroupedLinear after the BF16 dispatch; no shared
+    # expert, tp 1, every layer MoE.
+    (MBRIDGE2509, "mbridge2509-qwen3-30b-a3b-16-gpus-v2", 8),
+    # Qwen3 235B-A22B: tp 2 with sequence parallelism and etp 1, so a rank's experts see the copies of half the
+    # micro-batch's tokens: 8 / 2 per token of M.
+    (MBRIDGE2509, "mbridge2509-qwen3-235b-a22b-256-gpus-v2", 4),
+    # DeepSeek-V3 quantizes each token once before its FP8 dispatch: one row in its 58 MoE and 3 dense layers.
+    (DEEPSEEK, "deepseek2024-v3-pretraining-2048-h800-v6", 1),
+    (NEMO, "nemo2407-llama3-70b-64-gpus-v3", 1),  # dense
+])
+def test_moe_casts_quantize_every_row_the_experts_compute(engine: Engine, path: Path, observation: str,
+                                                          rows: float) -> None:
+    value = run_value(engine, path, observation)
+    assert value("kernel.cast.expert_rows_per_token") == pytest.approx(rows)
+    by_hand_inputs = value("kernel.gemm.m") * (value("kernel.layer.qkv.k") + value("kernel.layer.attn_out.k")
+                                              + rows * value("kernel.layer.fc1.k") + value("kernel.layer.fc2.k"))
+    by_hand_grads = value("kernel.gemm.m") * (value("kernel.layer.qkv.n") + value("kernel.layer.attn_out.n")
+                                             + value("kernel.layer.fc1.n") + rows * value("kernel.layer.fc2.n"))
+    assert value("kernel.cast.input_elements_per_layer") == pytest.approx(by_hand_inputs, rel=1e-12)
+    assert value("kernel.cast.grad_elements_per_layer") == pytest.approx(by_hand_grads, rel=1e-12)
 
 
 def test_bf16_runs_cast_nothing_and_keep_the_training_format_rate(engine: Engine) -> None:
