@@ -128,6 +128,16 @@ class Engine(api.Engine):
         return res.value * (self.manifest["variables"][target]["scale"] if base_units else 1.0)
 
 
+def observed_run_value(engine: api.Engine, path: Path, observation: str):
+    """A resolver of any variable in the scenario of one observation's run, as `gpustack validate` builds it
+    (its presets, then the end-to-end calibration)."""
+    from gpustack_sim.engine.observation import load_observations
+
+    run = next(i.obs.run for i in load_observations([path]) if i.obs.id == observation)
+    scenario = engine.facts.run_fields.scenario(engine.scenarios, run.with_extras(presets=["calibration"]))
+    return lambda name: engine.resolve(name, scenario).value
+
+
 # ---- gpustack as a user runs it -----------------------------------------------------------------
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from gpustack_sim import Engine
 from gpustack_sim.analyses.calibrate import fit
 from gpustack_sim.engine.facts import Parameter
 from gpustack_sim.engine.observation import load_observations
-from helpers import CATALOG, REPO, gp
+from helpers import CATALOG, REPO, gp, observed_run_value
 
 OBSERVATIONS = REPO / "data" / "observations"
 NEMO = OBSERVATIONS / "nemo2407_dgx_h100.yaml"
@@ -81,12 +81,6 @@ MBRIDGE2509 = OBSERVATIONS / "mbridge2509_dgx_h100.yaml"
 DEEPSEEK = OBSERVATIONS / "deepseek2024_v3.yaml"
 
 
-def run_value(engine: Engine, path: Path, observation: str):
-    run = next(i.obs.run for i in load_observations([path]) if i.obs.id == observation)
-    scenario = engine.facts.run_fields.scenario(engine.scenarios, run.with_extras(presets=["calibration"]))
-    return lambda name: engine.resolve(name, scenario).value
-
-
 @pytest.mark.parametrize("gpu,precision,rate", [
     ("gpu_h100_sxm", "precision_fp8_current_scaling", 0.870),  # TE: split accumulator in dgrad and wgrad only
     ("gpu_h100_sxm", "precision_fp8_te_delayed_scaling", 0.870),
@@ -102,7 +96,7 @@ def test_backward_gemms_slow_down_only_where_recipe_and_gpu_split_the_accumulato
 def test_a_layer_gemms_backward_runs_at_the_split_accumulators_rate(engine: Engine) -> None:
     # GPT-3 175B on NeMo 24.07 (FP8 delayed scaling): each backward GEMM has the forward's FLOPs and operands,
     # its own output tiles, and under Transformer Engine the split accumulator's rate against fast accumulation.
-    value = run_value(engine, NEMO, "nemo2407-gpt3-175b-128-gpus")
+    value = observed_run_value(engine, NEMO, "nemo2407-gpt3-175b-128-gpus")
     by_hand = value("kernel.layer.fc1.t_fwd") * value("kernel.layer.fc1.quant_efficiency") * (
         1 / value("kernel.layer.fc1.dgrad.quant_efficiency") + 1 / value("kernel.layer.fc1.wgrad.quant_efficiency")) / 0.870
     assert value("kernel.layer.fc1.t_bwd") == pytest.approx(by_hand, rel=1e-9)
@@ -121,7 +115,7 @@ def test_a_layer_gemms_backward_runs_at_the_split_accumulators_rate(engine: Engi
 ])
 def test_moe_casts_quantize_every_row_the_experts_compute(engine: Engine, path: Path, observation: str,
                                                           rows: float) -> None:
-    value = run_value(engine, path, observation)
+    value = observed_run_value(engine, path, observation)
     assert value("kernel.cast.expert_rows_per_token") == pytest.approx(rows)
     by_hand_inputs = value("kernel.gemm.m") * (value("kernel.layer.qkv.k") + value("kernel.layer.attn_out.k")
                                               + rows * value("kernel.layer.fc1.k") + value("kernel.layer.fc2.k"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import REPO, Engine, run_cli_here
+from helpers import REPO, Engine, observed_run_value, run_cli_here
 
 README_RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 
@@ -118,3 +118,16 @@ def test_a_sweep_rejects_full_recomputation_beside_recomputed_modules(tmp_path: 
     data = json.loads(res.stdout)
     assert data["rejected"] == {"recomputed modules with full recomputation": 1}
     assert [row["recompute"] for row in data["top"]] == ["none"]
+
+
+AUTOMODEL = REPO / "data" / "observations" / "automodel_dgx_h100.yaml"
+
+
+def test_full_recomputation_dispatches_and_combines_again(engine) -> None:
+    # Qwen3 30B-A3B on AutoModel recomputes every block: per micro-batch and MoE layer a dispatch and a combine in
+    # the forward, again in the rerun forward, and their two transposes in the backward: six all-to-alls, not four.
+    value = observed_run_value(engine, AUTOMODEL, "automodel-qwen3-30b-a3b-8-gpus")
+    assert value("par.recompute.forward_passes") == 2
+    per_layer = value("arch.moe.n_moe_layers") / value("par.pp") * value("par.pipeline.n_microbatches")
+    # the step total is declared in ms, one all-to-all in us
+    assert value("col.ep.t_step") == pytest.approx(6 * per_layer * value("col.ep.t_alltoall") / 1000, rel=1e-12)
