@@ -639,6 +639,8 @@ def test_an_moe_run_missing_a_root_lists_it_and_exits_1(tmp_path: Path) -> None:
     (["layout.cp_comm=allgather"], "cp_comm"),
     (["layout.recompute_modules.mla_up_proj=true"], "needs multi-head latent attention"),
     (["layout.recompute=full", "layout.recompute_modules.mlp=true"], "recompute_modules apply with recompute none"),
+    (["layout.pipeline_schedules=3"], "does not split the step's 16 micro-batches evenly"),
+    (["layout.pp=1", "layout.dp=128", "layout.pipeline_schedules=2"], "pipeline_schedules needs pipeline parallelism"),
 ])
 def test_bad_new_run_fields_are_one_line_and_exit_2(sets: list[str], field: str) -> None:
     res = run_cli_here("estimate", str(README_RUN), *(a for s in sets for a in ("--set", s)))
@@ -648,6 +650,20 @@ def test_bad_new_run_fields_are_one_line_and_exit_2(sets: list[str], field: str)
 
 
 # ---- pipeline schedule as a run-file field ----------------------------------------------------------
+
+@pytest.mark.parametrize("schedules,per_schedule", [(None, 16), (2, 8), (4, 4)])
+def test_a_pipeline_drained_per_local_batch_pays_the_bubble_of_each_schedule(
+        real_engine: Engine, schedules: int | None, per_schedule: int) -> None:
+    # The README run: pp 4 with 5 virtual stages, 512 / (32 x 1) = 16 micro-batches per step, split over the
+    # schedules (AutoModel runs one per local batch): each fills and drains the pipeline, (p - 1) / (v m_s).
+    sets = [] if schedules is None else [f"layout.pipeline_schedules={schedules}"]
+    scenario = real_engine.run_scenario(real_engine.load_run(README_RUN, sets))
+    resolve = real_engine.resolver.resolve
+    assert resolve("par.pipeline.n_microbatches", scenario).value == 16
+    assert resolve("par.pipeline.microbatches_per_schedule", scenario).value == per_schedule
+    bubble = resolve("par.pipeline.bubble_fraction", scenario).value
+    assert bubble == pytest.approx(3 / (5 * per_schedule), rel=1e-12)
+
 
 def test_dualpipe_bubble_and_memory_follow_deepseek_v3_table_2(real_engine: Engine) -> None:
     base = ["par.pp=16", "par.pipeline.n_microbatches=32"]

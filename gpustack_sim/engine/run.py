@@ -128,6 +128,11 @@ class LayoutSpec(_Strict):
     ] = RecomputeModulesSpec()
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
+    pipeline_schedules: Annotated[int | None, Field(ge=2, le=MAX_COUNT, description=(
+        "Pipeline schedules per optimizer step when the framework runs one per local batch and accumulates "
+        "gradients across them (NeMo AutoModel under torch pipelining: GA schedules of LBS / MBS "
+        "micro-batches), each filling and draining the pipeline; unset, one schedule over all of the step's "
+        "micro-batches (Megatron-Core)."))] = None
     pipeline_schedule: Annotated[Literal["1f1b", "zb_h1", "zb_h2", "gpipe", "dualpipe"], Field(description=(
         "1F1B (interleaved when interleave > 1), zero-bubble ZB-H1 or ZB-H2, GPipe, or DeepSeek-V3's "
         "bidirectional DualPipe (two parameter copies)."))] = "1f1b"
@@ -162,6 +167,18 @@ class LayoutSpec(_Strict):
             raise ValueError("first_stage_layers and last_stage_layers go together: give both or neither")
         if self.first_stage_layers is not None and self.pp < 2:
             raise ValueError("first_stage_layers and last_stage_layers need pipeline parallelism (pp >= 2)")
+        return self
+
+    @model_validator(mode="after")
+    def _schedules(self) -> "LayoutSpec":
+        if self.pipeline_schedules is None:
+            return self
+        if self.pp < 2:
+            raise ValueError("pipeline_schedules needs pipeline parallelism (pp >= 2)")
+        micro_batches = self.global_batch // (self.dp * self.micro_batch)
+        if micro_batches % self.pipeline_schedules:
+            raise ValueError(f"pipeline_schedules {self.pipeline_schedules} does not split the step's "
+                             f"{micro_batches} micro-batches evenly")
         return self
 
     @field_validator("global_batch")
