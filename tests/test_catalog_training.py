@@ -9,7 +9,7 @@ from helpers import FIXTURE, Engine
 
 
 PIPE = ["par.pp=8", "arch.global_batch=8", "par.dp=1", "par.micro_batch=1"]
-ONE_F_ONE_B = ["par.pipeline.bubble_fraction=interleaved_1f1b"]
+ONE_F_ONE_B = ["par.pipeline.bubble_fraction=interleaved_1f1b", "par.pipeline.microbatches_per_schedule=one_schedule"]
 
 
 def test_1f1b_bubble_makes_the_step_15_8_of_bubble_free(real_engine: Engine) -> None:

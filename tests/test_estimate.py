@@ -269,16 +269,16 @@ def with_bindings(engine: Engine, kind: str, change) -> Engine:
 def test_run_fields_bind_through_the_table(engine: Engine) -> None:
     run = engine.load_run(RUN)
     assignments, modes = engine.facts.run_fields.bind(run)
-    assert modes == ["dense", "gqa", "even_stages", "interleaved_1f1b", "serial_tp", "serial_ep", "direct", "bucketed",
-                     "cp_ring", "adamw"]
+    assert modes == ["dense", "gqa", "even_stages", "one_schedule", "interleaved_1f1b", "serial_tp", "serial_ep",
+                     "direct", "bucketed", "cp_ring", "adamw"]
     assert assignments["arch.n_kv_heads"] == 8 and assignments["arch.head_dim"] == 8192 // 64  # default hidden/heads
     assert assignments["arch.seq_len"] == Quantity(value=8192, units="token")  # structured, never "8192 token"
     assert assignments["par.recompute.mode"] == 1 and assignments["par.sp"] == 1
     assert assignments["arch.logits.bytes_per_value"] == "4 B" and "arch.moe.top_k" not in assignments
     moe = engine.load_run(RUN, ["model.moe={experts: 64, top_k: 2}", "optimizer=lion"])
     assignments, modes = engine.facts.run_fields.bind(moe)
-    assert modes == ["moe", "gqa", "even_stages", "interleaved_1f1b", "serial_tp", "serial_ep", "direct", "bucketed",
-                     "cp_ring", "lion"]
+    assert modes == ["moe", "gqa", "even_stages", "one_schedule", "interleaved_1f1b", "serial_tp", "serial_ep",
+                     "direct", "bucketed", "cp_ring", "lion"]
     assert assignments["arch.moe.expert_ffn_hidden"] == 28672  # defaults to the dense FFN width
     scenario = engine.run_scenario(moe)
     assert scenario.modes[-len(modes):] == modes and scenario.assignments["arch.moe.top_k"].value == 2

@@ -667,15 +667,16 @@ def test_a_pipeline_drained_per_local_batch_pays_the_bubble_of_each_schedule(
 
 def test_dualpipe_bubble_and_memory_follow_deepseek_v3_table_2(real_engine: Engine) -> None:
     base = ["par.pp=16", "par.pipeline.n_microbatches=32"]
+    one = ["par.pipeline.microbatches_per_schedule=one_schedule"]
     bubble = real_engine.value("par.pipeline.bubble_fraction", assign=base,
-                               variants=["par.pipeline.bubble_fraction=bidirectional"])
+                               variants=["par.pipeline.bubble_fraction=bidirectional"] + one)
     # (PP/2 - 1)(F&B + B - 3W) with F = W = 1, B = 2, F&B = 3: 7 x 2 = 14 units against 3 x 32 of work
     assert bubble == pytest.approx(14 / 96, rel=1e-12)
     one_f_one_b = real_engine.value("par.pipeline.bubble_fraction", assign=base + ["par.pp_interleave=1"],
-                                    variants=["par.pipeline.bubble_fraction=interleaved_1f1b"])
+                                    variants=["par.pipeline.bubble_fraction=interleaved_1f1b"] + one)
     assert one_f_one_b == pytest.approx(15 / 32) and bubble < one_f_one_b
     act = real_engine.value("par.pipeline.activation_memory_factor", assign=base,
-                            variants=["par.pipeline.activation_memory_factor=bidirectional"])
+                            variants=["par.pipeline.activation_memory_factor=bidirectional"] + one)
     assert act == pytest.approx(17 / 16)  # PP + 1 micro-batches in flight instead of PP
 
 
