@@ -18,6 +18,7 @@ from gpustack_compiler import pipeline
 from gpustack_compiler.findings import Findings
 from gpustack_compiler.source import ManifestSource
 from gpustack_sim import api
+from gpustack_sim.engine.observation import load_observations
 
 REPO = Path(__file__).resolve().parent.parent
 CATALOG = REPO / "catalog"
@@ -131,8 +132,6 @@ class Engine(api.Engine):
 def observed_run_value(engine: api.Engine, path: Path, observation: str):
     """A resolver of any variable in the scenario of one observation's run, as `gpustack validate` builds it
     (its presets, then the end-to-end calibration)."""
-    from gpustack_sim.engine.observation import load_observations
-
     run = next(i.obs.run for i in load_observations([path]) if i.obs.id == observation)
     scenario = engine.facts.run_fields.scenario(engine.scenarios, run.with_extras(presets=["calibration"]))
     return lambda name: engine.resolve(name, scenario).value

@@ -128,7 +128,7 @@ class LayoutSpec(_Strict):
     ] = RecomputeModulesSpec()
     sequence_parallel: bool = False
     zero_stage: Literal[0, 1, 2, 3] = 0
-    pipeline_schedules: Annotated[int | None, Field(ge=2, le=MAX_COUNT, description=(
+    pipeline_schedules: Annotated[int | None, Field(ge=1, le=MAX_COUNT, description=(
         "Pipeline schedules per optimizer step when the framework runs one per local batch and accumulates "
         "gradients across them (NeMo AutoModel under torch pipelining: GA schedules of LBS / MBS "
         "micro-batches), each filling and draining the pipeline; unset, one schedule over all of the step's "
@@ -171,7 +171,7 @@ class LayoutSpec(_Strict):
 
     @model_validator(mode="after")
     def _schedules(self) -> "LayoutSpec":
-        if self.pipeline_schedules is None:
+        if self.pipeline_schedules is None or self.pipeline_schedules == 1:
             return self
         if self.pp < 2:
             raise ValueError("pipeline_schedules needs pipeline parallelism (pp >= 2)")
