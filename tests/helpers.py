@@ -133,7 +133,7 @@ def observed_run_value(engine: api.Engine, path: Path, observation: str):
     """A resolver of any variable in the scenario of one observation's run, as `gpustack validate` builds it
     (its presets, then the end-to-end calibration)."""
     run = next(i.obs.run for i in load_observations([path]) if i.obs.id == observation)
-    scenario = engine.facts.run_fields.scenario(engine.scenarios, run.with_extras(presets=["calibration"]))
+    scenario = engine.run_scenario(run.with_extras(presets=["calibration"]))
     return lambda name: engine.resolve(name, scenario).value
 
 

@@ -322,9 +322,8 @@ def test_every_command_applies_a_generation_preset_after_the_end_to_end_calibrat
     assert est.presets[est.presets.index("calibration") + 1] == "calibration_h100"
     # and an evaluation row's run with the end-to-end calibration resolves to what validate predicts
     row = next(r for r in engine.validate(NEMO, samples=2).rows if r["id"] == "nemo2407-llama3-70b-64-gpus-v3")
-    run = next(i.obs.run for i in load_observations([NEMO]) if i.obs.id == row["id"])
-    scenario = engine.run_scenario(run.with_extras(presets=["calibration"]))
-    assert engine.resolve(row["target"], scenario).value == pytest.approx(row["predicted"], rel=1e-9)
+    value = observed_run_value(engine, NEMO, row["id"])
+    assert value(row["target"]) == pytest.approx(row["predicted"], rel=1e-9)
 
 
 def test_a100_narayanan_panel_stays_near_the_issue_bar(engine: Engine) -> None:
