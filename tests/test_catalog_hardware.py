@@ -121,20 +121,31 @@ def test_mi300x_platform_sends_on_seven_direct_links_and_its_l2_outruns_hbm(real
 
 
 @pytest.mark.parametrize("hardware,unsourced", [
-    ("gpu_b200, hgx_b200_node", {"gpu.clock.boost_datasheet", "mem.l2.bytes_per_clk_datasheet"}),
-    ("gpu_b200, gb200_nvl72_rack", {"gpu.clock.boost_datasheet", "mem.l2.bytes_per_clk_datasheet",
-                                    "cluster.node.n_nic_ports"}),
+    ("gpu_b200, hgx_b200_node", set()),
+    ("gpu_b200, gb200_nvl72_rack", {"cluster.node.n_nic_ports"}),
     # the platform's NICs belong to the server built around it, which no source at hand describes
     ("gpu_mi300x, mi300x_platform_node", {"cluster.node.n_nic_ports"})])
 def test_runs_on_new_hardware_name_exactly_the_figures_the_sources_do_not_give(real_engine: Engine, hardware: str,
                                                                           unsourced: set) -> None:
     res = run_step(real_engine, hardware)
     assert set(res.missing) == unsourced
-    supplied = {"gpu.clock.boost_datasheet": "1.8 GHz", "mem.l2.bytes_per_clk_datasheet": "5120 B",
-                "cluster.node.n_nic_ports": "4"}
+    supplied = {"cluster.node.n_nic_ports": "4"}
     run = real_engine.load_run(REPO / README_RUN, [f"hardware=[{hardware}, infiniband_ndr_fat_tree, {SITE}]"])
     run = run.with_extras([], {k: v for k, v in supplied.items() if k in unsourced}, {}, [])
     assert real_engine.resolver.resolve("training.t_step", real_engine.run_scenario(run)).missing == {}
+
+
+@pytest.mark.parametrize("gpu,peak", [("gpu_b200", 2.25e15), ("gpu_b200, gb200_nvl72_rack", 2.5e15)])
+def test_blackwell_clock_is_its_peak_over_its_tensor_rate_and_its_l2_the_measured_cross_partition_rate(
+        real_engine: Engine, gpu: str, peak: float) -> None:
+    # Chips and Cheese: 1024 16-bit MACs per cycle per partition, four partitions per SM, 148 SMs
+    flop_per_clock = 148 * 4 * 1024 * 2
+    clock_ghz = real_engine.value("gpu.clock.boost", gpu.split(", "))
+    assert clock_ghz * 1e9 == pytest.approx(peak / flop_per_clock, rel=5e-4)
+    assert real_engine.value("gpu.peak_flops", gpu.split(", ")) == pytest.approx(peak)
+    if gpu == "gpu_b200":  # 16.8 TB/s once a footprint spans both L2 partitions, at the tensor clock
+        l2 = real_engine.value("mem.l2.bandwidth", ["gpu_b200"], variants=["mem.l2.bytes_per_clk=datasheet"])
+        assert l2 == pytest.approx(16.8e12, rel=5e-4)
 
 
 def test_euv_source_wavelength(real_engine: Engine) -> None:
