@@ -130,7 +130,8 @@ def test_cli(repo):
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert {c["name"] for c in data["changes"]} >= {"training.t_compute", "training.t_step_hours.same"}
-    assert data["runs"][1]["moved_most"][0] == "power cost"
+    llama = next(r for r in data["runs"] if r["run"] == "runs/llama70b_1024xh100.yaml")
+    assert llama["moved_most"][0] == "power cost"
     bad = run("--base", "no-such-ref")
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("Error: --base no-such-ref")
