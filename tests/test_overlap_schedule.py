@@ -381,7 +381,7 @@ def test_each_rank_dispatches_its_own_sequence_shard(real_engine: Engine, messag
 
 def test_two_level_all_to_all_sends_the_remote_share_once_over_the_scale_out_links(real_engine: Engine) -> None:
     # one expert per token: nothing to deduplicate, every copy bound for another domain crosses once
-    # the scale-out phase at 0.9 of its link's rate (col.ep.per_domain_efficiency), the forwarding at the link's
+    # the scale-out phase at 0.9 of its port's rate (col.ep.per_domain_efficiency), the forwarding at the links' own
     base = ["col.ep.message=400 MB", "par.ep=32", "par.etp=1", "cluster.scaleup.domain_size=8",
             "arch.moe.top_k=1", "arch.moe.max_routed_domains=256", "col.ep.per_domain_efficiency=0.9", *LINKS]
     t = real_engine.value("col.ep.t_alltoall", assign=base, variants=["col.ep.t_alltoall=per_domain",
