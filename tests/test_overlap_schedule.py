@@ -168,23 +168,24 @@ def test_the_router_gemm_is_memory_bound_with_a_hundred_experts(real_engine: Eng
     assert eff == pytest.approx(intensity * 3.35 * 0.9 / 989.4, rel=1e-9) and eff < 0.4
 
 
-PRICED_ONLY = ["kernel.moe.t_unmodelled=not_counted"]
+# an MoE layer's routing kernels, its time between them left out (the default)
+PRICED = ["kernel.moe.t_routing=moe", "kernel.moe.t_unmodelled=not_counted"]
 
 
 def test_routing_kernels_add_to_an_moe_steps_compute_and_not_to_a_dense_one(real_engine: Engine) -> None:
     parts = ["kernel.moe.t_router=0.02 s", "kernel.moe.t_permute=0.3 s", "kernel.step.t_gemm=2 s",
              "kernel.moe.expert_flops_share=0.6"]
     balanced = real_engine.value("kernel.moe.t_routing", assign=parts, base_units=True,
-                                 variants=["kernel.moe.t_routing=moe", "kernel.moe.t_imbalance=balanced", *PRICED_ONLY])
+                                 variants=[*PRICED, "kernel.moe.t_imbalance=balanced"])
     assert balanced == pytest.approx(0.32, rel=1e-12)
     # dropless experts wait for the most loaded one: the expert share of the GEMM time stretches by max/mean - 1
     uneven = real_engine.value("kernel.moe.t_routing", base_units=True,
                                assign=[*parts, "kernel.moe.load_imbalance=1.25", "kernel.moe.dropless=1"],
-                               variants=["kernel.moe.t_routing=moe", "kernel.moe.t_imbalance=dispatch", *PRICED_ONLY])
+                               variants=[*PRICED, "kernel.moe.t_imbalance=dispatch"])
     assert uneven == pytest.approx(0.32 + 0.25 * 0.6 * 2, rel=1e-12)
     capped = real_engine.value("kernel.moe.t_routing", base_units=True,
                                assign=[*parts, "kernel.moe.load_imbalance=1.25", "kernel.moe.dropless=0"],
-                               variants=["kernel.moe.t_routing=moe", "kernel.moe.t_imbalance=dispatch", *PRICED_ONLY])
+                               variants=[*PRICED, "kernel.moe.t_imbalance=dispatch"])
     assert capped == pytest.approx(0.32, rel=1e-12)  # fixed capacity computes the padded slots whatever the load
     assert real_engine.value("kernel.moe.t_routing", assign=parts, base_units=True,
                              variants=["kernel.moe.t_routing=dense"]) == 0
@@ -195,11 +196,11 @@ def test_an_moe_layers_measured_time_between_its_kernels_adds_per_layer_and_micr
     parts = ["kernel.moe.t_router=0.02 s", "kernel.moe.t_permute=0.3 s", "kernel.step.t_gemm=2 s",
              "kernel.moe.unmodelled_per_layer=12 ms", "par.pipeline.n_microbatches=16", "arch.moe.n_moe_layers=58",
              "par.pp=4"]
-    base = ["kernel.moe.t_routing=moe", "kernel.moe.t_imbalance=balanced"]
+    balanced = "kernel.moe.t_imbalance=balanced"
     measured = real_engine.value("kernel.moe.t_routing", assign=parts, base_units=True,
-                                 variants=[*base, "kernel.moe.t_unmodelled=per_layer"])
+                                 variants=["kernel.moe.t_routing=moe", balanced, "kernel.moe.t_unmodelled=per_layer"])
     assert measured == pytest.approx(0.32 + 0.012 * 16 * 58 / 4, rel=1e-12)
-    priced = real_engine.value("kernel.moe.t_routing", assign=parts, base_units=True, variants=[*base, *PRICED_ONLY])
+    priced = real_engine.value("kernel.moe.t_routing", assign=parts, base_units=True, variants=[*PRICED, balanced])
     assert priced == pytest.approx(0.32, rel=1e-12)
 
 
