@@ -172,7 +172,7 @@ def test_a_plot_of_more_layouts_than_can_be_kept_is_refused(cli, tmp_path) -> No
 
 
 def test_input_files_over_the_limit_are_refused_with_the_size(cli, tmp_path) -> None:
-    from gpustack_compiler.limits import MAX_CSV_BYTES, MAX_DOCUMENT_BYTES
+    from gpustack_compiler.base.limits import MAX_CSV_BYTES, MAX_DOCUMENT_BYTES
 
     run_file = tmp_path / "run.yaml"
     run_file.write_bytes(RUN.read_bytes() + b"#" * MAX_DOCUMENT_BYTES)

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from gpustack_compiler.errors import CatalogError, GpustackError, InfrastructureError, InputError, ViolationError
+from gpustack_compiler.base.errors import CatalogError, GpustackError, InfrastructureError, InputError, ViolationError
 
 # Importing a command module registers its commands on the root app.
 from . import (calibration, catalog, diff, estimate, experiment, graph, neo4j, observations,  # noqa: F401

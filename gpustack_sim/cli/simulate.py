@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 
 from .app import AllowViolationsOpt, JsonOpt, app, engine, out
 from .render import fmt
@@ -57,7 +57,7 @@ def simulate_cmd(ctx: typer.Context,
             f"  {p['field']:<28} {fmt(p['value'], None, p['units'])}  <- {p['variable']} ({p['trace']})"
             for p in data["parameters"]]
     if out_dir is not None:
-        from gpustack_compiler.atomic import write_text
+        from gpustack_compiler.base.atomic import write_text
 
         result.write_parquet(out_dir / "events.parquet")
         result.write_power_parquet(out_dir / "power.parquet", power_resolution)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpustack_compiler.atomic import write_atomic
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.atomic import write_atomic
+from gpustack_compiler.base.errors import InputError
 
 from .events import NS_PER_S, to_ns
 from .parameters import JobParameters

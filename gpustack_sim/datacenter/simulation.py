@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 
 from .events import NS_PER_S, EventKind, EventQueue, Priority, to_ns
 from .parameters import JobParameters

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from gpustack_compiler.errors import InfrastructureError, InputError
+from gpustack_compiler.base.errors import InfrastructureError, InputError
 
 if TYPE_CHECKING:
     from distributed import Client
