@@ -17,25 +17,26 @@ from typing import TYPE_CHECKING
 
 from gpustack_compiler.build import pipeline
 from gpustack_compiler.base.errors import InputError
-from gpustack_compiler.manifest.records import Tables, VariableRecord, read_manifest
+from gpustack_compiler.manifest.records import VariableRecord, read_manifest
 from gpustack_compiler.manifest.source import GraphSource, ManifestSource
 from gpustack_compiler.base.suggest import did_you_mean
-from gpustack_compiler.language.units import UnitSystem
 
 from .compiled import REPO_CATALOG, compile_catalog, default_catalog  # noqa: F401  (part of the API)
 from .distributed import Backend
 from .distributed.chunks import Progress
 from .engine.cache import ParsedRelations, cache_file
-from .engine.facts import Facts
-from .engine.resolver import Resolution, Resolver
-from .engine.run import RunSpec, load_run
+from .engine.context import EngineContext
+from .engine.resolver import Resolution
+from .engine.run import RunSpec
+from .engine.run_file import load_run
 from .engine.serve_run import ServeRunSpec
-from .engine.scenario import Scenario, ScenarioBuilder
+from .engine.scenario import Scenario
 
 if TYPE_CHECKING:
     from distributed import Client
 
     from .analyses.calibrate import Calibration
+    from .analyses.diff import CatalogDiff
     from .analyses.estimate import Estimate
     from .analyses.sweep import SweepResult
     from .analyses.uncertainty import Distribution, Summary
@@ -56,13 +57,14 @@ class Engine:
     a scenario builder and a resolver."""
 
     def __init__(self, source: GraphSource, parsed: ParsedRelations | None = None):
-        self.source = source
-        self.tables = Tables.parse(source.tables())
-        self.units = UnitSystem.from_manifest(self.tables.units)
-        self.facts = Facts(self.tables)
-        self.scenarios = ScenarioBuilder(source, self.tables, self.units)
         self.parsed = parsed if parsed is not None else ParsedRelations()
-        self.resolver = Resolver(source, self.units, self.parsed)
+        self.context = EngineContext.over(source, self.parsed)
+        self.source = source
+        self.tables = self.context.tables
+        self.units = self.context.units
+        self.facts = self.context.facts
+        self.scenarios = self.context.scenarios
+        self.resolver = self.context.resolver
 
     # ---- opening ---------------------------------------------------------------------------
     @staticmethod
@@ -129,7 +131,7 @@ class Engine:
 
     def run_scenario(self, run: RunSpec | ServeRunSpec) -> Scenario:
         """The scenario a run file describes, through the catalog's run-field (or serving-field) bindings."""
-        return self.facts.fields_for(run).scenario(self.scenarios, run)
+        return self.context.run_scenario(run)
 
     # ---- analyses --------------------------------------------------------------------------
     def resolve(self, target: str, scenario: Scenario | None = None, *, fallback_on_invalid: bool = False,
@@ -248,11 +250,19 @@ class Engine:
                         to_budget=days is None, interval_s=interval_s, backend=Backend(client), progress=progress,
                         layouts=variants)
 
+    @staticmethod
+    def diff(catalog: str | Path, base: str = "HEAD", runs: str | Path | None = None) -> CatalogDiff:
+        """The change from `base` (a git ref) to the work tree, for the catalog folder `catalog` and the run
+        files in `runs` (default: runs/ beside the catalog): entries, cones reached, every run's estimate."""
+        from .analyses.diff import catalog_diff
+
+        return catalog_diff(catalog, base, runs, lambda manifest: Engine(ManifestSource(manifest)))
+
     def job_parameters(self, run: RunSpec) -> tuple[JobParameters, dict[str, Resolution]]:
         """What the virtual datacenter takes from the catalog for `run`, and the resolution of each."""
         from .datacenter.from_engine import job_parameters
 
-        return job_parameters(self, run)
+        return job_parameters(self.context, run)
 
     def scenario_report(self, preset: str, targets: Mapping[str, str] | None = None) -> dict:
         """A preset's advertised targets (plus `targets`, label -> variable) resolved from it alone."""
