@@ -35,7 +35,7 @@ def simulate_cmd(ctx: typer.Context,
                                                         "power.parquet (default: about 1,000 bins over the run).")
                  ) -> None:
     """Replay a training run with failures, checkpoints and recovery; figures with intervals over replications."""
-    from ..engine.run import load_training_run
+    from ..engine.run_file import load_training_run
 
     if days is not None and to_budget:
         raise InputError("--days and --to-budget exclude each other")

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 
 from gpustack_compiler.base.errors import InputError
 
-from .run import RunSpec, load_run
+from .run import RunSpec
+from .run_file import load_run
 from .serve_run import ServeRunSpec
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
