@@ -228,6 +228,19 @@ class Engine:
         return cal.component_calibrations(self.resolver, self.scenarios, self.facts, items,
                                           set(self.tables.references))
 
+    def calibrate_learning(self, data: str | Path | Sequence[str | Path] = ()) -> Calibration:
+        """Fit the learning roots (catalog/bindings/calibration_fit.yaml, learning) to the local learning
+        workload's calibration measurements: the given observation files or folders, or every calibration
+        observation with a learning condition in data/observations (nothing is written)."""
+        from .analyses import calibrate as cal
+        from .engine.observation import load_observations
+
+        paths = [Path(data)] if isinstance(data, (str, Path)) else [Path(p) for p in data]
+        items = load_observations(paths) if paths else [
+            i for i in load_observations([default_observations()])
+            if getattr(i.obs, "learning", None) is not None and i.obs.split == "calibration"]
+        return cal.learning_calibration(self.resolver, self.scenarios, self.facts, items, set(self.tables.references))
+
     def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str | Policy = "daly", seed: int = 0,
                  replications: int = 1, days: float | None = None, interval_s: float | None = None,
                  client: Client | None = None, progress: Progress | None = None,

@@ -26,6 +26,16 @@ HARDWARE, PRECISION = "hardware", "precision"
 PRESET_JOIN = "+"
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What sets up a measurement made outside a run, as a component benchmark's block does: presets in order,
+    then assignments (a local learning condition has assignments alone)."""
+
+    presets: tuple[str, ...] = ()
+    assign: dict = field(default_factory=dict)
+    variants: dict = field(default_factory=dict)
+
+
 @dataclass
 class Row:
     """One measured figure to predict, in its target variable's declared units."""
@@ -43,7 +53,7 @@ class Row:
     source: str | None = None  # reference key and locator
     assumptions: tuple[str, ...] = ()  # run fields the source does not report
     ids: tuple[str, ...] = field(default=())  # every observation behind the row (replicates are one row)
-    component: Component | None = None  # the benchmark's setup, instead of a run
+    component: Component | Setup | None = None  # the benchmark's or learning condition's setup, instead of a run
 
 
 # ---- observations ----------------------------------------------------------------------------------
@@ -77,10 +87,17 @@ def observation_row(item: Loaded, scenarios: ScenarioBuilder, runs: MeasuredRuns
         return scenarios.quantity(target, f"{value!r} {m.units}", item.where).value / scale
 
     source = f"{obs.source.reference}, {obs.source.locator}"
-    label = item.run.name if item.run is not None else f"{obs.component.generation} component"
+    setup = obs.component
+    if item.run is not None:
+        label = item.run.name
+    elif setup is not None:
+        label = f"{setup.generation} component"
+    else:
+        setup = Setup(assign=dict(obs.learning.assign))
+        label = f"learning condition {obs.learning.condition}"
     return Row(obs.id, obs.panel, item.where, label, item.run, target, declared(m.value),
                declared(m.uncertainty.low), declared(m.uncertainty.high), obs.decision, source,
-               tuple(a.field for a in obs.assumptions), (obs.id,), obs.component)
+               tuple(a.field for a in obs.assumptions), (obs.id,), setup)
 
 
 # ---- CSV rows --------------------------------------------------------------------------------------

@@ -23,13 +23,20 @@ def calibrate_cmd(ctx: typer.Context,
                                                 "the folder for one calibration_<generation>.yaml per generation)."),
                   components: bool = typer.Option(False, "--components", help="Fit kernel and memory efficiencies "
                                                   "per hardware generation to component benchmarks instead."),
+                  learning: bool = typer.Option(False, "--learning", help="Fit the learning roots to the local "
+                                                "learning workload's measurements instead (calibration split)."),
                   as_json: bool = JsonOpt) -> None:
     """Fit the parameters needing calibration to calibration data and write the calibration preset."""
     if data is not None and sources:
         raise typer.BadParameter("give observation files or --data, not both")
-    if components and data is not None:
-        raise typer.BadParameter("--components fits observation files, not a --data folder")
-    if components:
+    if (components or learning) and data is not None:
+        raise typer.BadParameter("--components and --learning fit observation files, not a --data folder")
+    if components and learning:
+        raise typer.BadParameter("--components and --learning are separate fits: give one")
+    if learning:
+        cal = engine(ctx).calibrate_learning(list(sources or []))
+        cals, targets = [cal], [out_path or settings(ctx).catalog / "presets" / f"{cal.preset}.yaml"]
+    elif components:
         cals = engine(ctx).calibrate_components(list(sources or []))
         folder = out_path or settings(ctx).catalog / "presets"
         targets = [folder / f"{c.preset}.yaml" for c in cals]
