@@ -99,7 +99,8 @@ def run_protocol(ref: str, *, workspace: Workspace, engine_factory, stage: str =
             runs = {arm: len(v) for arm, v in observed.items()}
             crn = crn.model_copy(update={"verified": _crn_holds(observed)
                                          if spec.seed_policy.common_random_numbers else None})
-            outcomes = panel.metrics(prepared.state, observed)
+            outcomes = panel.metrics(prepared.state, observed) if prepared.local is None \
+                else panel.metrics(prepared.state, observed, prepared.local)
         else:
             outcomes = {}
     else:

@@ -78,6 +78,7 @@ class Prepared:
     assumptions: tuple[str, ...] = ()
     calibration_ids: tuple[tuple[str, str], ...] = ()  # (sha256:<hex>, what it is)
     replays: bool = True  # False: nothing the datacenter can replay; no replications are run
+    local: Any = None  # what `metrics` uses in this process only (an engine-backed model), never sent to workers
 
 
 class Panel:
