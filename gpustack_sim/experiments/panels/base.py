@@ -30,6 +30,7 @@ class MeanSample:
     values: tuple[float, ...]
     unit: str
     notes: tuple[str, ...] = ()
+    evidence: str = "modeled"  # an evidence class (results.EvidenceClass): computed by the engine unless measured
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,14 @@ class ProportionSample:
     trials: int
     notes: tuple[str, ...] = ()
     unit: str = "1"
+    evidence: str = "modeled"
 
 
 @dataclass(frozen=True)
 class Unresolved:
     missing: tuple[Capability, ...]
     notes: tuple[str, ...] = ()
+    evidence: str = "unmeasured"  # or inadmissible: a measurement that failed its admissibility check
 
 
 MetricOutcome = MeanSample | ProportionSample | Unresolved
