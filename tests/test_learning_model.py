@@ -77,3 +77,45 @@ def test_learning_fit_recovers_roots_from_rows_the_model_made(engine):
     assert result.values["staleness_penalty"] == pytest.approx(0.2, rel=0.05)
     seen = territory(rows, engine.scenarios)
     assert seen["learning.local_steps"] == (1, 16) and seen["learning.fault.staleness"] == (0, 4)
+
+
+def _observation(steps: int):
+    from gpustack_sim.datacenter.policies import Observation
+
+    return Observation(elapsed_s=10.0 * steps, failures=(), measured_step_time_s=1.0, steps_completed=steps,
+                       checkpoints_completed=0, last_checkpoint_s=None, nodes=8, spares_available=None,
+                       checkpoint_interval_s=None)
+
+
+def _controller(**territory):
+    from gpustack_sim.experiments.panels.e001 import CadenceController
+
+    # a communication share of (0.5 + 1) / (1 + 1) = 0.75 at H = 1: the rule doubles the local steps
+    return CadenceController(checkpoint_s=60, mtbf_s=3.6e4, step_s=1.0, exposed_comm_s=0.5, stall_s=1.0,
+                             local_steps=1, double_at=0.45, halve_at=0.2, **territory)
+
+
+def test_adaptive_controller_abstains_outside_the_calibrated_territory():
+    inside = _controller(territory_h=(1, 16))
+    inside.decide(_observation(0))
+    assert inside.local_steps == 2 and not inside.abstentions
+    outside = _controller(territory_h=(1, 1))
+    outside.decide(_observation(0))
+    assert outside.local_steps == 1
+    assert outside.abstentions == ["at 0 s: H = 2 is outside the measured local steps [1, 1]; fell back to the "
+                                   "synchronous cadence"]
+    uncalibrated = _controller()
+    uncalibrated.decide(_observation(0))
+    assert uncalibrated.local_steps == 1 and "no learning calibration" in uncalibrated.abstentions[0]
+    wrong_k = _controller(territory_h=(1, 16), outside_k=("learning.replicas = 3 is outside the measured [1, 2]",))
+    wrong_k.decide(_observation(0))
+    assert wrong_k.local_steps == 1 and "learning.replicas = 3" in wrong_k.abstentions[0]
+
+
+def test_prevailing_cadence_is_the_one_over_most_steps():
+    c = _controller(territory_h=(1, 16))
+    c.decide(_observation(0))  # H = 2 from step 0
+    c.trajectory.append(4)
+    c.steps_at.append(700)
+    assert c.prevailing(1000) == 2
+    assert c.prevailing(2000) == 4
