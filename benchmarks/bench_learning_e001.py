@@ -2,11 +2,11 @@
 
     python benchmarks/bench_learning_e001.py [--replications 50]
 
-Runs E001 twice on a private copy of the catalog and experiments folder: without a learning calibration
-(the progress metric unresolved, the controller abstaining from every cadence) and with a synthetic-fixture
-`calibration_learning` preset (clearly not a measurement: fixed round values, territory H 1..16, K 1..4), so
-the learning model resolves progress per FLOP for every replication. Prints both wall times and the overhead.
-The synthetic preset never leaves the temporary folder.
+Runs E001 twice on a private copy of the catalog and experiments folder holding a synthetic-fixture
+`calibration_learning` preset (clearly not a measurement: round values, territory H 1..16, K 1..4), so the
+controller behaves alike in both: once with the progress metric's learning-model evaluation switched off
+(the metric left unresolved), once with it resolving progress per FLOP for every replication. Prints both
+wall times and the overhead. The synthetic preset never leaves the temporary folder.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 from gpustack_sim import Engine
+from gpustack_sim.experiments.panels import e001
+from gpustack_sim.experiments.panels.base import Unresolved
 from gpustack_sim.experiments.runner import run_protocol
 from gpustack_sim.experiments.workspace import Workspace
 
@@ -48,6 +50,10 @@ presets:
       learning.loss.data_coeff: {value: 60, units: nat/token}
       learning.loss.data_exponent: 0.3
       learning.progress.local_step_penalty_sgd: 0.02
+      learning.progress.local_step_penalty_diloco: 0.01
+      learning.progress.staleness_penalty: 0.2
+      learning.progress.replay_worth: 0.8
+      learning.fault.corruption_damage: {value: 1.0e-8, units: nat/token**2}
       learning.loss.param_coeff: {value: 406.4, units: nat/token}
       learning.loss.param_exponent: 0.34
 """
@@ -71,8 +77,13 @@ def main() -> None:
         for part in ("catalog", "experiments", "runs"):
             shutil.copytree(REPO / part, root / part)
         shutil.copytree(REPO / "schemas", root / "schemas")
-        without, w_progress = timed(root, args.replications)
         (root / "catalog" / "presets" / "calibration_learning.yaml").write_text(FIXTURE)
+        progress = e001._progress
+        e001._progress = lambda *a: Unresolved(())  # the same replay, no learning-model evaluation
+        try:
+            without, w_progress = timed(root, args.replications)
+        finally:
+            e001._progress = progress
         with_model, m_progress = timed(root, args.replications)
     print(f"E001, {args.replications} replications per arm")
     print(f"  without the learning model: {without:.2f} s (progress {w_progress})")
