@@ -273,6 +273,16 @@ class Engine:
 
         return report(self.resolver, self.scenarios, preset, targets or {})
 
+    def validate_learning(self, sources: str | Path | Sequence[str | Path] = (), *, samples: int = 200,
+                          seed: int = 0) -> Validation:
+        """Score the learning calibration (calibration_learning) on held-out local learning conditions: the
+        given evaluation observations, or every one with a learning condition in data/observations."""
+        from .analyses.validate import validate_learning
+
+        paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(p) for p in sources]
+        return validate_learning(self.resolver, self.scenarios, self.facts, paths, samples=samples, seed=seed,
+                                 default_dir=default_observations(), references=set(self.tables.references))
+
     def validate(self, sources: str | Path | Sequence[str | Path] = (), *, presets: Sequence[str] = (),
                  assign: Mapping[str, object] | None = None, samples: int = 2000, seed: int = 0,
                  calibration: str | None = "calibration") -> Validation:
