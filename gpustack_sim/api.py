@@ -211,7 +211,7 @@ class Engine:
         else:
             items = load_observations(paths) if paths else [
                 i for i in load_observations([default_observations()])
-                if i.obs.split == "calibration" and i.obs.component is None]
+                if i.obs.split == "calibration" and i.obs.component is None and i.obs.learning is None]
             rows, evidence = cal.observation_rows(items, self.scenarios, self.facts, set(self.tables.references))
         return cal.calibrate(self.resolver, self.scenarios, self.facts, rows, evidence)
 

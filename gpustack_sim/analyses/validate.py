@@ -63,7 +63,8 @@ def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], de
         if default_dir is None or not default_dir.is_dir():
             raise InputError("no observations given and no data/observations folder found",
                              "pass observation files or folders, or a CSV")
-        items = [i for i in load_observations([default_dir]) if i.obs.split == "evaluation"]
+        # Local learning conditions are scored by the learning model's own panel, not as training runs.
+        items = [i for i in load_observations([default_dir]) if i.obs.split == "evaluation" and i.obs.learning is None]
     else:
         items = []
     successors = superseded_by(items)

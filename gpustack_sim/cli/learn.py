@@ -1,0 +1,57 @@
+"""`gpustack learn CONFIG.yaml`: the local learning workload (gpustack_sim/learning/README.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpustack_compiler.errors import InputError
+
+from .app import JsonOpt, app, err, out
+
+
+@app.command("learn")
+def learn_cmd(config: Path = typer.Argument(..., help="Learning config (schemas/learn.schema.json)."),
+              out_dir: Path = typer.Option(Path("data"), "--out", help="Write OUT/learning/*.json (curves) and "
+                                           "OUT/observations/PANEL.yaml here."),
+              plot: Path = typer.Option(None, "--plot", help="Also draw the learning curves to this PNG."),
+              replot: bool = typer.Option(False, "--replot", help="Train nothing: plot the measurements this "
+                                          "config already wrote under --out (needs --plot)."),
+              as_json: bool = JsonOpt) -> None:
+    """Train a small language model on this machine's CPUs under every condition and seed of CONFIG; write
+    each seed's loss curve and one observation per condition."""
+    from ..learning.config import load_config
+    from ..learning.workload import measure, read_curves, write
+
+    if replot and plot is None:
+        raise InputError("--replot draws a plot: give --plot PNG")
+    if plot is not None and not plot.parent.is_dir():
+        raise InputError(f"--plot: no such folder {plot.parent}")
+    cfg, _ = load_config(config)
+    obs_path = out_dir / "observations" / f"{cfg.panel}.yaml"
+    if not replot:
+        def progress(cond, seed, run):
+            err(f"{cond} seed {seed}: loss {run.initial_loss:.3f} -> {run.final_loss:.3f} nat/token over "
+                f"{run.points[-1]['tokens']:,} tokens in {run.seconds[-1]:.1f} s")
+
+        written = write(measure(config, progress if not as_json else None), out_dir)
+        rows = written["rows"]
+    else:
+        rows = [row for row, _ in read_curves(obs_path)]
+    if plot is not None:
+        from ..analyses.plots import learning_png
+
+        n = rows[0]["learning"]["assign"]["learning.model.params"]
+        learning_png(read_curves(obs_path), f"{cfg.panel}: held-out loss of a LOCAL SMALL MODEL ({n:,.0f} "
+                     f"non-embedding parameters, byte-level, {cfg.model.layers} transformer block(s), CPU), mean and range of "
+                     f"{len(cfg.seeds)} seeds. Calibration data for that model only: it does not claim to "
+                     "transfer to frontier-scale training.", plot)
+    lines = [f"{r['id']:<44}{r['split']:<12}{r['measured']['value']:>8.4f} nat/token  "
+             f"[{r['measured']['uncertainty']['low']:.4f}, {r['measured']['uncertainty']['high']:.4f}]"
+             + (f"  INADMISSIBLE: {r['inadmissible']}" if r.get("inadmissible") else "") for r in rows]
+    lines.append(f"wrote {obs_path}" if not replot else f"read {obs_path}")
+    if plot is not None:
+        lines.append(f"wrote {plot}")
+    out({"observations": str(obs_path), "rows": rows, "plot": str(plot) if plot else None}, "\n".join(lines),
+        as_json)
