@@ -19,14 +19,24 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ...datacenter import simulate
 from ...datacenter.events import NS_PER_S
 from ...datacenter.policies import Observation, SetCheckpointInterval, SetSyncCadence, daly_interval
 from ...datacenter.sites import load_sites, place
-from .base import MeanSample, Panel, PanelContext, Prepared, Unresolved, paired
+from .base import Capability, MeanSample, Panel, PanelContext, Prepared, Unresolved, paired
 from .common import calibration_ids, load_training, scenario_file, scenario_value
 from .learning import HONESTY, LEARNING_CALIBRATION, LearningModel
+from .measured_learning import progress_per_flop, read_conditions
+
+
+MULTI_SITE = Capability(
+    "measured_multi_site_runs",
+    "measured runs across sites joined by WAN links (wallclock to the token budget, WAN bytes); the local learning "
+    "workload trains simulated replicas on one machine")
+MEASURED_HONESTY = ("measured on the local learning workload (a small model on this machine's CPUs, simulated "
+                    "replicas): no claim of transfer to frontier-scale or multi-site training")
 
 
 @dataclass
@@ -181,6 +191,18 @@ class E001(Panel):
                 "abstentions": tuple(controller.abstentions) if controller else (),
                 "failure_times_ns": result.failure_times_ns[0]}
 
+    def observed(self, observations_dir: Path, metric_names: Sequence[str]) -> dict:
+        """The real stage on measured loss curves (RV1.<ext>: local learning conditions, their curves beside
+        it): progress per FLOP of each candidate cadence (H > 1) over the synchronous one (H = 1) at the same
+        replica count, clean conditions only, seed by seed. Wallclock and WAN bytes of a multi-site run are
+        not what a local workload measures: those metrics stay unmeasured."""
+        path = next(p for p in sorted(observations_dir.iterdir()) if p.is_file() and p.stem == "RV1")
+        conditions = read_conditions(path)
+        out = {name: Unresolved((MULTI_SITE,), (f"{path.name} holds local learning curves: no multi-site wallclock "
+                                                "or WAN bytes",)) for name in metric_names}
+        out["progress_per_flop_ratio"] = _measured_progress(conditions, path.name)
+        return out
+
     def metrics(self, state: _State, obs: Mapping[str, Sequence[dict]], model: LearningModel | None = None) -> dict:
         final = sorted({o["final_local_steps"] for o in obs["adaptive_cadence"]})
         abstained = [a for o in obs["adaptive_cadence"] for a in o["abstentions"]]
@@ -223,3 +245,24 @@ def _progress(state: _State, obs: Mapping[str, Sequence[dict]], model: LearningM
     if not values:
         return Unresolved((LEARNING_CALIBRATION,), notes + ("every replication lies outside the calibrated territory",))
     return MeanSample(tuple(values), "1", notes)
+
+
+def _measured_progress(conditions, name: str):
+    """Candidate over synchronous measured progress per FLOP, per seed both measured, over every candidate
+    cadence with a synchronous condition of its replica count; inadmissible conditions are counted, never used."""
+    refused = [c for c in conditions if c.inadmissible]
+    usable = [c for c in conditions if c.clean and not c.inadmissible]
+    base = {c.replicas: c for c in usable if c.local_steps == 1}
+    values, pairs = [], []
+    for cand in (c for c in usable if c.local_steps > 1 and c.replicas in base):
+        sync = base[cand.replicas]
+        for seed in sorted(set(cand.curves) & set(sync.curves)):
+            values.append(progress_per_flop(cand.curves[seed]) / progress_per_flop(sync.curves[seed]))
+        pairs.append(f"{cand.id} over {sync.id}")
+    notes = (MEASURED_HONESTY, f"{len(refused)} inadmissible condition(s) set aside"
+             + (f" (first: {refused[0].id}: {refused[0].inadmissible})" if refused else ""))
+    if not values:
+        evidence = "inadmissible" if refused and not usable else "unmeasured"
+        return Unresolved((), notes + (f"{name} holds no clean synchronous (H = 1) and candidate (H > 1) "
+                                       "conditions of one replica count with common seeds",), evidence)
+    return MeanSample(tuple(values), "1", notes + (f"pairs: {'; '.join(pairs)}",), evidence="measured")
