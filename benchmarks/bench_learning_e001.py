@@ -40,7 +40,7 @@ presets:
       max_abs_error: 0
       bias: 0
       territory:
-        learning.fault.rollback_rate: [0, 0.1]
+        learning.fault.lost_share: [0, 0.1]
         learning.local_steps: [1, 16]
         learning.model.params: [2.0e+6, 2.0e+6]
         learning.replicas: [1, 4]

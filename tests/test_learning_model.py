@@ -15,7 +15,8 @@ NAT = 1 / math.log(2)  # bit per nat, the base unit of information
 CONDITION = {"learning.model.params": 2.0e6, "learning.tokens": "4e6 token", "learning.replicas": 4,
              "learning.local_steps": 1, "learning.outer_lr": 1, "learning.outer_momentum": 0,
              "learning.fault.rollback_rate": 0, "learning.fault.replay_rate": 0, "learning.fault.staleness": 0,
-             "learning.fault.corruption_rate": 0, "learning.fault.straggler_rate": 0}
+             "learning.fault.corruption_rate": 0, "learning.fault.straggler_rate": 0,
+             "learning.fault.steps_lost_per_rollback": 0}
 TRUE = {"learning.loss.irreducible": "1.2 nat/token", "learning.loss.data_coeff": "60 nat/token",
         "learning.loss.data_exponent": 0.3, "learning.progress.local_step_penalty_sgd": 0.02,
         "learning.progress.local_step_penalty_diloco": 0.01, "learning.progress.staleness_penalty": 0.2,
@@ -43,8 +44,8 @@ def test_trajectory_integrates_to_the_law_at_the_effective_tokens(engine):
     assert diloco == pytest.approx(law(CONDITION, 1 / (1 + 0.01 * 7 * 0.75)))
     # one replica has nothing to average: H costs nothing
     assert loss(engine, **{"learning.local_steps": 8, "learning.replicas": 1}) == pytest.approx(law(CONDITION, 1.0))
-    rollback = loss(engine, **{"learning.fault.rollback_rate": 0.1})
-    assert rollback == pytest.approx(law(CONDITION, 0.9))
+    rollback = loss(engine, **{"learning.fault.rollback_rate": 0.01, "learning.fault.steps_lost_per_rollback": 10})
+    assert rollback == pytest.approx(law(CONDITION, 0.9))  # a tenth of the steps lost
 
 
 def test_corruption_lifts_the_loss_above_the_law(engine):

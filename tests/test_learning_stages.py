@@ -71,6 +71,7 @@ def learning_catalog(tmp_path_factory, engine):
     ev = [("ev-h4", _assign(4, 4e6)), ("ev-h1", _assign(1, 4e6)), ("ev-h16", _assign(16, 4e6))]
     obs = tmp / "observations"
     obs.mkdir()
+    (obs / "c.json").write_text(json.dumps({"events": {"lost_steps": 0, "rollbacks": 0}, "points": []}))
     _write(obs / "cal.yaml", [_row(i, "calibration", a, round(loss(a), 6), ["c.json"]) for i, a in cal]
            + [_row("cal-diverged", "calibration", _assign(2, 4e6), 9.9, ["c.json"], inadmissible="seed 0 diverged")])
     _write(obs / "ev.yaml", [_row(i, "evaluation", a, round(loss(a), 6), ["c.json"], decision="which_h")

@@ -496,6 +496,10 @@ def territory(rows: list[Row], scenarios: ScenarioBuilder) -> dict[str, tuple[fl
         for name, value in row.component.assign.items():
             seen.setdefault(name, []).append(scenarios.quantity(name, value, row.where).value
                                              / scenarios.variable(name, row.where).scale)
+    if "learning.fault.rollback_rate" in seen and "learning.fault.steps_lost_per_rollback" in seen:
+        # What the model takes from the two: the share of steps lost.
+        seen["learning.fault.lost_share"] = [r * m for r, m in zip(seen["learning.fault.rollback_rate"],
+                                                                  seen["learning.fault.steps_lost_per_rollback"])]
     return {k: (min(v), max(v)) for k, v in seen.items()}
 
 

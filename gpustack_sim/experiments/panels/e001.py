@@ -11,7 +11,7 @@ failure trace for every arm of a replication):
 - progress_per_flop_ratio: each replication's cadence (the local steps in force over most of its steps) and lost
   work (rolled-back share of its steps) through the catalog's learning model (panels/learning.py), candidate
   over synchronous. The learning model is calibrated on a local small model: outside the territory that
-  calibration measured (H, K, rollback share) the controller abstains and falls back to the synchronous cadence,
+  calibration measured (H, K, share of steps lost to rollbacks) the controller abstains and falls back to the synchronous cadence,
   and a replication whose lost work lies outside it is not scored; both are counted in the artifact."""
 
 from __future__ import annotations
@@ -187,7 +187,8 @@ class E001(Panel):
                 "final_local_steps": controller.local_steps if controller else sites.sync_every_steps,
                 "local_steps": controller.prevailing(work["attempted_steps"]) if controller
                 else sites.sync_every_steps,
-                "rollback_share": work["lost_steps"] / max(work["attempted_steps"], 1),
+                "rollbacks_per_step": result.figures["interruptions"].mean / max(work["attempted_steps"], 1),
+                "steps_lost_per_rollback": work["lost_steps"] / max(result.figures["interruptions"].mean, 1),
                 "abstentions": tuple(controller.abstentions) if controller else (),
                 "failure_times_ns": result.failure_times_ns[0]}
 
@@ -231,13 +232,16 @@ def _progress(state: _State, obs: Mapping[str, Sequence[dict]], model: LearningM
         return Unresolved((LEARNING_CALIBRATION,), (cadence_note,))
     values, skipped = [], []
     for sync, cand in zip(obs["synchronous"], obs["adaptive_cadence"]):
+        lost = max(o["rollbacks_per_step"] * o["steps_lost_per_rollback"] for o in (sync, cand))
         reasons = model.outside(replicas=state.replicas, local_steps=cand["local_steps"],
-                                **{"fault.rollback_rate": max(sync["rollback_share"], cand["rollback_share"])})
+                                **{"fault.lost_share": lost})
         if reasons:
             skipped.append(reasons[0])
             continue
-        base, _ = model.progress_per_flop(1, state.replicas, sync["rollback_share"])
-        mine, _ = model.progress_per_flop(cand["local_steps"], state.replicas, cand["rollback_share"])
+        base, _ = model.progress_per_flop(1, state.replicas, sync["rollbacks_per_step"],
+                                          sync["steps_lost_per_rollback"])
+        mine, _ = model.progress_per_flop(cand["local_steps"], state.replicas, cand["rollbacks_per_step"],
+                                          cand["steps_lost_per_rollback"])
         values.append(mine / base)
     notes = (cadence_note, HONESTY,
              f"{len(skipped)} of {len(obs['synchronous'])} replication(s) not scored: outside the calibrated "

@@ -51,21 +51,26 @@ class LearningModel:
                 reasons.append(f"{root} = {value:g} is outside the measured [{lo:g}, {hi:g}]")
         return reasons
 
-    def progress_per_flop(self, local_steps: float, replicas: float, rollback_rate: float) -> tuple[float, float]:
+    def progress_per_flop(self, local_steps: float, replicas: float, rollbacks_per_step: float,
+                          steps_lost_per_rollback: float) -> tuple[float, float]:
         """(loss reduction per FLOP, final loss) of the local model with these roots: its largest measured
-        token budget of useful tokens, rolled-back tokens processed again (FLOPs count them). The reduction is
-        from the loss the synchronous clean run has at a tenth of the budget, where the trajectory starts."""
-        key = (local_steps, replicas, rollback_rate)
+        token budget of useful tokens, the steps lost to rollbacks processed again (FLOPs count them). The
+        reduction is from the loss the synchronous clean run has at a tenth of the budget, where the
+        trajectory starts."""
+        key = (local_steps, replicas, rollbacks_per_step, steps_lost_per_rollback)
         if key not in self._memo:
             self._memo[key] = self._evaluate(*key)
         return self._memo[key]
 
-    def _condition(self, local_steps: float, replicas: float, rollback_rate: float) -> dict:
-        tokens = self.territory["learning.tokens"][1] / (1 - rollback_rate)
+    def _condition(self, local_steps: float, replicas: float, rollbacks_per_step: float,
+                   steps_lost_per_rollback: float) -> dict:
+        lost = rollbacks_per_step * steps_lost_per_rollback
+        tokens = self.territory["learning.tokens"][1] / (1 - lost)
         return {"learning.model.params": self.territory["learning.model.params"][1],
                 "learning.tokens": f"{tokens!r} token", "learning.replicas": replicas,
                 "learning.local_steps": local_steps, "learning.outer_lr": 1, "learning.outer_momentum": 0,
-                "learning.fault.rollback_rate": rollback_rate, "learning.fault.replay_rate": 0,
+                "learning.fault.rollback_rate": rollbacks_per_step,
+                "learning.fault.steps_lost_per_rollback": steps_lost_per_rollback, "learning.fault.replay_rate": 0,
                 "learning.fault.staleness": 0, "learning.fault.corruption_rate": 0,
                 "learning.fault.straggler_rate": 0}
 
@@ -75,10 +80,11 @@ class LearningModel:
             raise ValueError(f"{target} needs {', '.join(sorted(res.missing))}")
         return res.value
 
-    def _evaluate(self, local_steps: float, replicas: float, rollback_rate: float) -> tuple[float, float]:
+    def _evaluate(self, local_steps: float, replicas: float, rollbacks_per_step: float,
+                  steps_lost_per_rollback: float) -> tuple[float, float]:
         start = self._memo.get("start")
         if start is None:
-            start = self._memo["start"] = self._value("learning.loss.start", self._condition(1, replicas, 0.0))
-        condition = self._condition(local_steps, replicas, rollback_rate)
+            start = self._memo["start"] = self._value("learning.loss.start", self._condition(1, replicas, 0.0, 0.0))
+        condition = self._condition(local_steps, replicas, rollbacks_per_step, steps_lost_per_rollback)
         final = self._value("learning.loss.final", condition)
         return (start - final) / self._value("learning.flops", condition), final
