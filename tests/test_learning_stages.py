@@ -67,23 +67,38 @@ def learning_catalog(tmp_path_factory, engine):
         return engine.resolve("learning.loss.final", scenario).value
 
     cal = [(f"cal-h{h}-d{int(d)}", _assign(h, d)) for h in (1, 2, 4, 8) for d in (2e6, 8e6)]
-    cal += [("cal-stale2", _assign(1, 4e6, **{"learning.fault.staleness": 2.0}))]
+    cal += [("cal-stale2", _assign(1, 4e6, **{"learning.fault.staleness": 2.0})),
+            ("cal-k2-h2", _assign(2, 4e6, **{"learning.replicas": 2.0}))]
     ev = [("ev-h4", _assign(4, 4e6)), ("ev-h1", _assign(1, 4e6)), ("ev-h16", _assign(16, 4e6))]
     obs = tmp / "observations"
     obs.mkdir()
     (obs / "c.json").write_text(json.dumps({"events": {"lost_steps": 0, "rollbacks": 0}, "points": []}))
+    (obs / "r.json").write_text(json.dumps({"events": {"lost_steps": 120, "rollbacks": 10}, "points": []}))
+    rollback = _assign(1, 4e6, **{"learning.fault.rollback_rate": 0.005, "learning.fault.steps_lost_per_rollback": 12})
     _write(obs / "cal.yaml", [_row(i, "calibration", a, round(loss(a), 6), ["c.json"]) for i, a in cal]
+           + [_row("cal-rollback", "calibration", rollback, round(loss(rollback), 6), ["r.json"])]
            + [_row("cal-diverged", "calibration", _assign(2, 4e6), 9.9, ["c.json"], inadmissible="seed 0 diverged")])
     _write(obs / "ev.yaml", [_row(i, "evaluation", a, round(loss(a), 6), ["c.json"], decision="which_h")
                              for i, a in ev])
     return tmp, obs
 
 
-def test_learning_calibration_and_held_out_validation(engine, learning_catalog):
+@pytest.fixture(scope="module")
+def calibrated(engine, learning_catalog):
+    """The learning calibration of the fixture rows, and an engine over a catalog copy that holds it."""
     tmp, obs = learning_catalog
     items = load_observations([obs / "cal.yaml"])
     cal = learning_calibration(engine.resolver, engine.scenarios, engine.facts, items,
                                set(engine.tables.references))
+    catalog = tmp / "catalog"
+    shutil.copytree(REPO / "catalog", catalog)
+    (catalog / "presets" / "calibration_learning.yaml").write_text(cal.preset_text)
+    return cal, api.Engine.open(catalog, tmp / "build")
+
+
+def test_learning_calibration_and_held_out_validation(engine, learning_catalog, calibrated):
+    tmp, obs = learning_catalog
+    cal, mine = calibrated
     assert "cal-diverged" in cal.skipped and "cal-diverged" not in cal.observations  # never fitted to
     assert cal.parameters["local_step_penalty_sgd"]["value"] == pytest.approx(0.02, rel=0.05)
     assert "replay_worth" not in cal.parameters  # no replay condition among the rows: not fitted
@@ -91,10 +106,6 @@ def test_learning_calibration_and_held_out_validation(engine, learning_catalog):
     with pytest.raises(Exception, match="evaluation"):  # graded data is never fitted to
         learning_calibration(engine.resolver, engine.scenarios, engine.facts, load_observations([obs / "ev.yaml"]),
                              set(engine.tables.references))
-    catalog = tmp / "catalog"
-    shutil.copytree(REPO / "catalog", catalog)
-    (catalog / "presets" / "calibration_learning.yaml").write_text(cal.preset_text)
-    mine = api.Engine.open(catalog, tmp / "build")
     result = validate_learning(mine.resolver, mine.scenarios, mine.facts, [obs / "ev.yaml"], samples=40, seed=0,
                                references=set(mine.tables.references))
     panel = result.panels["local_learning_fixture"]
@@ -108,6 +119,26 @@ def test_learning_calibration_and_held_out_validation(engine, learning_catalog):
     with pytest.raises(Exception, match="evaluation observations only"):  # fitted data cannot grade the model
         validate_learning(mine.resolver, mine.scenarios, mine.facts, [obs / "cal.yaml"], samples=4,
                           references=set(mine.tables.references))
+
+
+def test_e001_progress_through_the_calibrated_learning_model(tmp_path, calibrated):
+    from gpustack_sim.experiments.runner import run_protocol
+    from gpustack_sim.experiments.workspace import Workspace
+
+    _, mine = calibrated
+    ws = tmp_path / "experiments"
+    (ws / "protocols").mkdir(parents=True)
+    shutil.copy(REPO / "experiments" / "protocols" / "E001.yaml", ws / "protocols" / "E001.yaml")
+    shutil.copy(REPO / "experiments" / "protocols.lock", ws / "protocols.lock")
+    result = run_protocol("E001", workspace=Workspace(ws, REPO), engine_factory=lambda: mine, replications=3,
+                          write=False)
+    progress = next(m for m in result.artifact.metrics if m.name == "progress_per_flop_ratio")
+    assert progress.status == "resolved", progress.notes
+    assert progress.evidence_class == "modeled" and progress.samples == 3
+    # H = 2 on 3 replicas at the fitted penalty 0.02: eta = 1 / (1 + 0.02 x 1 x 2/3), a little below 1
+    assert 0.9 < progress.point < 1.0 and progress.lower is not None
+    assert any("local small model" in n for n in progress.notes)
+    assert "abstained 0 time(s)" in progress.notes[0]
 
 
 def _curve(path: Path, points: list[dict]) -> str:
@@ -150,6 +181,15 @@ def test_real_stage_scores_measured_loss_curves(tmp_path):
     wall = next(m for m in art["metrics"] if m["name"] == "completion_time_ratio")
     assert wall["status"] == "unresolved" and wall["evidence_class"] == "unmeasured"
     assert art["conclusion"] == "failed_real_validation"  # F1: 0.9 < 0.95
+    # the results log (of the artifact the run wrote) shows each metric's evidence class
+    from gpustack_sim.experiments.log import render
+    from gpustack_sim.experiments.workspace import Workspace
+
+    log = render(Workspace(tmp_path / "experiments", REPO))
+    row = next(line for line in log.splitlines() if "progress_per_flop_ratio" in line and "|" in line)
+    assert "| measured |" in row
+    assert "| unmeasured |" in next(line for line in log.splitlines()
+                                    if line.startswith("| **completion_time_ratio**"))
 
 
 def test_real_stage_refuses_a_curve_without_a_required_series(tmp_path):
