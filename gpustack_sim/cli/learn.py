@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -36,7 +37,10 @@ def learn_cmd(config: Path = typer.Argument(..., help="Learning config (schemas/
             err(f"{cond} seed {seed}: loss {run.initial_loss:.3f} -> {run.final_loss:.3f} nat/token over "
                 f"{run.points[-1]['tokens']:,} tokens in {run.seconds[-1]:.1f} s")
 
-        write(measure(config, progress if not as_json else None), out_dir)
+        m = measure(config, progress if not as_json else None)
+        write(m, out_dir)
+        err(f"trained {sum(len(r) for r in m.runs.values())} runs in {m.seconds:.0f} s (wallclock, XLA compilation "
+            f"included; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     measured = load_measured(obs_path)
     if plot is not None:
         from ..analyses.plots import learning_png
