@@ -236,3 +236,41 @@ def test_good_config_of_the_bad_config_tests_runs(tmp_path):
     result = run_cli_here("learn", str(path), "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "observations" / "local_learning.yaml").is_file()
+
+
+# ---- reading measured curves back ------------------------------------------------------------------
+
+def test_measured_curves_read_back_and_refusals(smoke, tmp_path):
+    import hashlib
+    import shutil
+
+    from gpustack_compiler.errors import InputError
+    from gpustack_sim.learning.curves import load_measured
+
+    base, _, _ = smoke
+    measured = load_measured(base / "a" / "observations" / "local_learning_smoke.yaml")
+    assert {m.condition for m in measured} == {"dp-k2", "diloco-k2-h4"}
+    for m in measured:
+        assert len(m.curves) == 2 and m.mean("loss")[-1] == pytest.approx(m.value, rel=1e-5)
+    with pytest.raises(InputError, match="has no `learning` setup"):
+        load_measured(REPO / "data" / "observations" / "bekman_mamf.yaml")
+
+    out = tmp_path / "copy"
+    shutil.copytree(base / "a", out)
+    obs = out / "observations" / "local_learning_smoke.yaml"
+    first = sorted((out / "learning").glob("*.json"))[0]
+    doc = json.loads(first.read_text())
+    for p in doc["points"]:
+        del p["flops"]
+    body = (json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    digest = hashlib.sha256(body).hexdigest()
+    (out / "learning" / f"{digest}.json").write_bytes(body)
+    obs.write_text(obs.read_text().replace(first.stem, digest))
+    with pytest.raises(InputError, match="lacks the series `flops`"):
+        load_measured(obs)
+    (out / "learning" / f"{digest}.json").write_bytes(body + b" ")
+    with pytest.raises(InputError, match="changed since it was written"):
+        load_measured(obs)
+    (out / "learning" / f"{digest}.json").unlink()
+    with pytest.raises(InputError, match="is missing"):
+        load_measured(obs)

@@ -100,25 +100,26 @@ def sweep_png(result: SweepResult, axes: list[str], path: str | Path) -> None:
     write_atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", metadata=METADATA), make_dirs=False)
 
 
-def learning_png(rows: list[tuple[dict, list[dict]]], title: str, path: str | Path) -> None:
-    """Held-out loss against tokens and against FLOPs, one line per condition (the mean over seeds, the
-    seeds' range shaded); evaluation conditions dashed, inadmissible ones grey. The title says what the
-    curves are calibrated on: a local small model, not a frontier-scale run."""
+
+def learning_png(conditions: list, title: str, path: str | Path) -> None:
+    """Held-out loss against tokens and against FLOPs, one line per condition (`MeasuredCondition`s: the mean
+    over seeds, the seeds' range shaded); evaluation conditions dashed, inadmissible ones grey. The title
+    says what the curves are calibrated on: a local small model, not a frontier-scale run."""
+    import matplotlib
     import numpy as np
 
     fig = _figure(5.5)
     by_tokens, by_flops = fig.subplots(1, 2, sharey=True)
-    cmap = __import__("matplotlib").colormaps["tab20"]
-    for i, (row, curves) in enumerate(rows):
-        n = min(len(c["points"]) for c in curves)
-        tokens = np.array([p["tokens"] for p in curves[0]["points"][:n]], float)
-        flops = np.array([p["flops"] for p in curves[0]["points"][:n]], float)
-        loss = np.array([[p["loss"] for p in c["points"][:n]] for c in curves], float)
-        bad = row.get("inadmissible") is not None
-        color = "0.6" if bad else cmap((2 * i) % 20 + (i // 10) % 2)  # the ten hues first, then their light tints
-        style = "--" if row["split"] == "evaluation" else "-"
-        label = f"{row['learning']['condition']}{' (held out)' if style == '--' else ''}{' (inadmissible)' if bad else ''}"
-        for ax, x in ((by_tokens, tokens), (by_flops, flops)):
+    cmap = matplotlib.colormaps["tab20"]
+    for i, cond in enumerate(conditions):
+        n = min(len(c.series["loss"]) for c in cond.curves)
+        loss = np.array([c.series["loss"][:n] for c in cond.curves])
+        color = "0.6" if cond.inadmissible else cmap((2 * i) % 20 + (i // 10) % 2)  # ten hues, then their tints
+        style = "--" if cond.split == "evaluation" else "-"
+        label = (cond.condition + (" (held out)" if cond.split == "evaluation" else "")
+                 + (" (inadmissible)" if cond.inadmissible else ""))
+        for ax, name in ((by_tokens, "tokens"), (by_flops, "flops")):
+            x = np.array(cond.curves[0].series[name][:n])
             ax.plot(x, loss.mean(0), style, color=color, lw=1.2, label=label if ax is by_tokens else None)
             ax.fill_between(x, loss.min(0), loss.max(0), color=color, alpha=0.15, lw=0)
     for ax, what in ((by_tokens, "tokens processed by all replicas (wasted work included)"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -22,7 +23,8 @@ def learn_cmd(config: Path = typer.Argument(..., help="Learning config (schemas/
     """Train a small language model on this machine's CPUs under every condition and seed of CONFIG; write
     each seed's loss curve and one observation per condition."""
     from ..learning.config import load_config
-    from ..learning.workload import measure, read_curves, write
+    from ..learning.curves import load_measured
+    from ..learning.workload import measure, write
 
     if replot and plot is None:
         raise InputError("--replot draws a plot: give --plot PNG")
@@ -35,21 +37,23 @@ def learn_cmd(config: Path = typer.Argument(..., help="Learning config (schemas/
             err(f"{cond} seed {seed}: loss {run.initial_loss:.3f} -> {run.final_loss:.3f} nat/token over "
                 f"{run.points[-1]['tokens']:,} tokens in {run.seconds[-1]:.1f} s")
 
-        written = write(measure(config, progress if not as_json else None), out_dir)
-        rows = written["rows"]
-    else:
-        rows = [row for row, _ in read_curves(obs_path)]
+        m = measure(config, progress if not as_json else None)
+        write(m, out_dir)
+        err(f"trained {sum(len(r) for r in m.runs.values())} runs in {m.seconds:.0f} s (wallclock, XLA compilation "
+            f"included; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    measured = load_measured(obs_path)
     if plot is not None:
         from ..analyses.plots import learning_png
 
-        n = rows[0]["learning"]["assign"]["learning.model.params"]
-        learning_png(read_curves(obs_path), f"{cfg.panel}: held-out loss of a LOCAL SMALL MODEL ({n:,.0f} "
-                     f"non-embedding parameters, byte-level, {cfg.model.layers} transformer block(s), CPU), mean and range of "
-                     f"{len(cfg.seeds)} seeds. Calibration data for that model only: it does not claim to "
+        n = measured[0].assign["learning.model.params"]
+        learning_png(measured, f"{cfg.panel}: held-out loss of a LOCAL SMALL MODEL ({n:,.0f} "
+                     f"non-embedding parameters, byte-level, {cfg.model.layers} transformer block(s), CPU), mean "
+                     f"and range of {len(cfg.seeds)} seeds. Calibration data for that model only: it does not claim to "
                      "transfer to frontier-scale training.", plot)
-    lines = [f"{r['id']:<44}{r['split']:<12}{r['measured']['value']:>8.4f} nat/token  "
-             f"[{r['measured']['uncertainty']['low']:.4f}, {r['measured']['uncertainty']['high']:.4f}]"
-             + (f"  INADMISSIBLE: {r['inadmissible']}" if r.get("inadmissible") else "") for r in rows]
+    rows = [{"id": m.id, "condition": m.condition, "split": m.split, "loss_final": m.value,
+             "inadmissible": m.inadmissible} for m in measured]
+    lines = [f"{r['id']:<44}{r['split']:<12}{r['loss_final']:>8.4f} nat/token"
+             + (f"  INADMISSIBLE: {r['inadmissible']}" if r["inadmissible"] else "") for r in rows]
     lines.append(f"wrote {obs_path}" if not replot else f"read {obs_path}")
     if plot is not None:
         lines.append(f"wrote {plot}")

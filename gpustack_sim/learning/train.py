@@ -193,8 +193,8 @@ def run_seed(cfg: LearnConfig, corpus: Corpus, cond: Condition, seed: int) -> Se
             x, y = train_batch(corpus, seed, state["pos"], K, B, T)
             if float(keep.sum()) > 0:
                 inner(x, y, flags if act else zero_k, zero_k if act else flags, index, where, keep)
+                state["useful"] += step_tokens
             state["pos"] += 1
-            state["useful"] += step_tokens
             run.events["steps"] += 1
             spend(start)
             if replay < f.replay_rate and tokens < run.token_budget:
@@ -206,7 +206,8 @@ def run_seed(cfg: LearnConfig, corpus: Corpus, cond: Condition, seed: int) -> Se
             if local and (state["round"] == cond.local_steps or tokens >= run.token_budget):
                 _sync(state, outer_step, late, cond, run)
             since_ckpt += 1
-            if since_ckpt >= train.checkpoint_every and state["round"] == 0:
+            # Local methods checkpoint at a synchronisation, when the replicas hold the global model.
+            if since_ckpt >= train.checkpoint_every and (not local or state["round"] == 0):
                 ckpt, since_ckpt = dict(state), 0
     if run.diverged is None:
         record(start)

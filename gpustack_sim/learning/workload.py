@@ -6,15 +6,12 @@ and the observations have passed their schema."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
-from gpustack_compiler.errors import InputError
 
 from .config import LearnConfig, load_config
 from .corpus import Corpus, load_corpus
@@ -112,19 +109,3 @@ def write(m: Measurement, out: Path) -> dict:
     obs_path.write_text(text, encoding="utf-8")
     return {"observations": str(obs_path), "curves": sorted(curves), "rows": rows}
 
-
-def read_curves(obs_path: Path) -> list[tuple[dict, list[dict]]]:
-    """Each row of an observation file written by `write`, with its curves (for plots)."""
-    if not obs_path.is_file():
-        raise InputError(f"{obs_path}: no such observation file (run `gpustack learn CONFIG` first)")
-    rows = yaml.safe_load(obs_path.read_text(encoding="utf-8"))["observations"]
-    out = []
-    for row in rows:
-        curves = []
-        for rel in row["learning"]["curves"]:
-            path = obs_path.parent / rel
-            if not path.is_file():
-                raise InputError(f"{obs_path}: observation `{row['id']}`: curve {rel} is missing")
-            curves.append(json.loads(path.read_text(encoding="utf-8")))
-        out.append((row, curves))
-    return out
