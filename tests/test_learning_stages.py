@@ -141,8 +141,13 @@ def test_e001_progress_through_the_calibrated_learning_model(tmp_path, calibrate
     assert "abstained 0 time(s)" in progress.notes[0]
 
 
-def _curve(path: Path, points: list[dict]) -> str:
-    path.write_text(json.dumps({"format": 1, "points": points}))
+def _curve(folder: Path, points: list[dict]) -> str:
+    """A content-addressed curve file, as the workload names them."""
+    import hashlib
+
+    body = json.dumps({"format": 1, "points": points}).encode()
+    path = folder / f"{hashlib.sha256(body).hexdigest()}.json"
+    path.write_bytes(body)
     return path.name
 
 
@@ -158,7 +163,7 @@ def _real_stage(tmp_path: Path, drop: str | None = None):
             if drop:
                 for p in points:
                     p.pop(drop)
-            curves.append(_curve(obs / f"h{h}-s{seed}.json", points))
+            curves.append(_curve(obs, points))
         rows.append(_row(f"rv-h{h}", "evaluation", _assign(h, 4e6), end, curves))
     _write(obs / "RV1.yaml", rows)
     ws = tmp_path / "experiments"
@@ -196,4 +201,4 @@ def test_real_stage_refuses_a_curve_without_a_required_series(tmp_path):
     result = _real_stage(tmp_path, drop="flops")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) <= 2 and "missing series flops" in lines[0] and "h1-s0.json" in lines[0]
+    assert len(lines) <= 2 and "lacks the series `flops`" in lines[0] and "rv-h1" in lines[0]

@@ -28,7 +28,7 @@ from ...datacenter.sites import load_sites, place
 from .base import Capability, MeanSample, Panel, PanelContext, Prepared, Unresolved, paired
 from .common import calibration_ids, load_training, scenario_file, scenario_value
 from .learning import HONESTY, LEARNING_CALIBRATION, LearningModel
-from .measured_learning import progress_per_flop, read_conditions
+from .measured_learning import PROGRESS_SERIES, clean, progress_per_flop
 
 
 MULTI_SITE = Capability(
@@ -198,7 +198,9 @@ class E001(Panel):
         replica count, clean conditions only, seed by seed. Wallclock and WAN bytes of a multi-site run are
         not what a local workload measures: those metrics stay unmeasured."""
         path = next(p for p in sorted(observations_dir.iterdir()) if p.is_file() and p.stem == "RV1")
-        conditions = read_conditions(path)
+        from ...learning.curves import load_measured
+
+        conditions = load_measured(path, PROGRESS_SERIES)
         out = {name: Unresolved((MULTI_SITE,), (f"{path.name} holds local learning curves: no multi-site wallclock "
                                                 "or WAN bytes",)) for name in metric_names}
         out["progress_per_flop_ratio"] = _measured_progress(conditions, path.name)
@@ -255,13 +257,21 @@ def _measured_progress(conditions, name: str):
     """Candidate over synchronous measured progress per FLOP, per seed both measured, over every candidate
     cadence with a synchronous condition of its replica count; inadmissible conditions are counted, never used."""
     refused = [c for c in conditions if c.inadmissible]
-    usable = [c for c in conditions if c.clean and not c.inadmissible]
-    base = {c.replicas: c for c in usable if c.local_steps == 1}
+    usable = [c for c in conditions if clean(c) and not c.inadmissible]
+
+    def steps(c):
+        return int(c.assign["learning.local_steps"])
+
+    def replicas(c):
+        return int(c.assign["learning.replicas"])
+
+    base = {replicas(c): c for c in usable if steps(c) == 1}
     values, pairs = [], []
-    for cand in (c for c in usable if c.local_steps > 1 and c.replicas in base):
-        sync = base[cand.replicas]
-        for seed in sorted(set(cand.curves) & set(sync.curves)):
-            values.append(progress_per_flop(cand.curves[seed]) / progress_per_flop(sync.curves[seed]))
+    for cand in (c for c in usable if steps(c) > 1 and replicas(c) in base):
+        sync = base[replicas(cand)]
+        mine, theirs = {k.seed: k for k in cand.curves}, {k.seed: k for k in sync.curves}
+        for seed in sorted(set(mine) & set(theirs)):
+            values.append(progress_per_flop(mine[seed]) / progress_per_flop(theirs[seed]))
         pairs.append(f"{cand.id} over {sync.id}")
     notes = (MEASURED_HONESTY, f"{len(refused)} inadmissible condition(s) set aside"
              + (f" (first: {refused[0].id}: {refused[0].inadmissible})" if refused else ""))
