@@ -213,7 +213,7 @@ class Engine:
         else:
             items = load_observations(paths) if paths else [
                 i for i in load_observations([default_observations()])
-                if i.obs.split == "calibration" and i.obs.component is None]
+                if i.obs.split == "calibration" and i.obs.component is None and i.obs.learning is None]
             rows, evidence = cal.observation_rows(items, self.scenarios, self.facts, set(self.tables.references))
         return cal.calibrate(self.resolver, self.scenarios, self.facts, rows, evidence)
 
@@ -229,6 +229,19 @@ class Engine:
             i for i in load_observations([default_observations()]) if i.obs.component is not None]
         return cal.component_calibrations(self.resolver, self.scenarios, self.facts, items,
                                           set(self.tables.references))
+
+    def calibrate_learning(self, data: str | Path | Sequence[str | Path] = ()) -> Calibration:
+        """Fit the learning roots (catalog/bindings/calibration_fit.yaml, learning) to the local learning
+        workload's calibration measurements: the given observation files or folders, or every calibration
+        observation with a learning condition in data/observations (nothing is written)."""
+        from .analyses import calibrate as cal
+        from .engine.observation import load_observations
+
+        paths = [Path(data)] if isinstance(data, (str, Path)) else [Path(p) for p in data]
+        items = load_observations(paths) if paths else [
+            i for i in load_observations([default_observations()])
+            if getattr(i.obs, "learning", None) is not None and i.obs.split == "calibration"]
+        return cal.learning_calibration(self.resolver, self.scenarios, self.facts, items, set(self.tables.references))
 
     def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str | Policy = "daly", seed: int = 0,
                  replications: int = 1, days: float | None = None, interval_s: float | None = None,
@@ -269,6 +282,16 @@ class Engine:
         from .analyses.presets import report
 
         return report(self.resolver, self.scenarios, preset, targets or {})
+
+    def validate_learning(self, sources: str | Path | Sequence[str | Path] = (), *, samples: int = 200,
+                          seed: int = 0) -> Validation:
+        """Score the learning calibration (calibration_learning) on held-out local learning conditions: the
+        given evaluation observations, or every one with a learning condition in data/observations."""
+        from .analyses.validate import validate_learning
+
+        paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(p) for p in sources]
+        return validate_learning(self.resolver, self.scenarios, self.facts, paths, samples=samples, seed=seed,
+                                 default_dir=default_observations(), references=set(self.tables.references))
 
     def validate(self, sources: str | Path | Sequence[str | Path] = (), *, presets: Sequence[str] = (),
                  assign: Mapping[str, object] | None = None, samples: int = 2000, seed: int = 0,
