@@ -45,10 +45,11 @@ class Differential(RelationKind):
         inputs, subs = resolved_inputs(rel, ctx)
         y_sym, t_sym = ctx.symbol(rel["defines"]), ctx.symbol(rel["with_respect_to"])
         rhs = ctx.expr(rel, "expression").xreplace({k: v for k, v in subs.items() if k != t_sym})
-        y = num(ctx.expr(rel, "initial").xreplace(subs))
-        t0 = num(ctx.expr(rel, "start").xreplace(subs))
+        y0, start = ctx.expr(rel, "initial").xreplace(subs), ctx.expr(rel, "start").xreplace(subs)
+        y, t0 = num(y0), num(start)
         t1 = inputs.get(rel["with_respect_to"])
         if not all(isinstance(v, float) for v in (y, t0, t1)) or rhs.free_symbols - {y_sym, t_sym}:
+            ctx.unevaluated(rel["defines"], rhs + y0 + start + sympy.sympify(t1 or 0))
             return Outcome(y_sym, inputs, "differential relation left symbolic: its inputs are not all known")
         f = sympy.lambdify((t_sym, y_sym), rhs, modules="math")
         h = (t1 - t0) / RK4_STEPS

@@ -42,6 +42,10 @@ class EvaluationContext(Protocol):
         """Declares that `name` is drawn from a distribution. Under Monte Carlo the answer is the symbol
         that stands for its draws; otherwise None, and the deterministic value is the caller's to give."""
 
+    def unevaluated(self, name: str, pending: sympy.Basic) -> None:
+        """Declares that `name` stands as its own symbol because its relation could not be evaluated;
+        `pending` is what it waits on (its free symbols name the missing inputs behind it)."""
+
 
 @dataclass
 class Outcome:

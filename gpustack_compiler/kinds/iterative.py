@@ -25,8 +25,10 @@ class Iterative(RelationKind):
         inputs, subs = resolved_inputs(rel, ctx)
         own = ctx.symbol(rel["defines"])
         f = ctx.expr(rel, "expression").xreplace(subs)
-        x = num(ctx.expr(rel, "initial").xreplace(subs))
+        start = ctx.expr(rel, "initial").xreplace(subs)
+        x = num(start)
         if not isinstance(x, float) or f.free_symbols - {own}:
+            ctx.unevaluated(rel["defines"], f + start)
             return Outcome(own, inputs, "iterative relation left symbolic: its inputs are not all known")
         tol, limit = rel.get("tolerance", 1e-9), rel.get("max_iterations", 200)
         fn = sympy.lambdify(own, f, modules="math")
