@@ -121,6 +121,16 @@ def test_cli_resolve_and_violation_exit_code(gpustack_cli, real_build: Path) -> 
     assert malformed.returncode == 2 and malformed.stderr.startswith("Error: --assign")
 
 
+def test_scenario_audit_on_the_real_catalog(gpustack_cli, real_build: Path) -> None:
+    """Every sourced preset resolves the targets it advertises from itself alone."""
+    res = gpustack_cli("--catalog", str(CATALOG), "--build-dir", str(real_build), "scenario", "audit", "--json")
+    data = json.loads(res.stdout)
+    assert data["not_ok"] == [] and res.returncode == 0, [
+        (r["preset"], [t for t in r["targets"] if t["status"] != "ok"]) for r in data["presets"] if r["status"] != "ok"]
+    b200 = next(r for r in data["presets"] if r["preset"] == "gpu_b200")
+    assert {t["label"] for t in b200["targets"] if t["status"] == "ok"} >= {"l2_bandwidth", "peak_bf16_dense"}
+
+
 def test_scenario_report(gpustack_cli, real_build: Path) -> None:
     res = gpustack_cli("--catalog", str(CATALOG), "--build-dir", str(real_build), "scenario", "report", FIXTURE, "--json",
               "--target", "pue=thermal.dc.pue", "--fail-on-issues")
