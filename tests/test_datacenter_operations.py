@@ -57,8 +57,8 @@ def test_power_series_integrates_to_the_energy_per_site_and_is_undefined_without
         series = result.power_series(site, 300.0)
         assert series.energy_j() == pytest.approx(result.energy_by_site_j[site].mean, rel=1e-12)
         total += series.energy_j()
-        # The catalog gives no checkpoint or idle node power: undefined (NaN) exactly where they ran.
-        assert series.undefined == ("checkpoint", "idle")
+        # This job has no node power outside the steps: undefined (NaN) exactly where those phases ran.
+        assert series.undefined == ("checkpoint", "recovery")
         for ph in series.undefined:
             assert np.array_equal(np.isnan(series.power_w[ph]), series.node_s[ph] > 0)
         assert np.isnan(series.total_w).any() and not np.isnan(series.power_w["compute"]).any()
@@ -183,8 +183,34 @@ def test_a_migration_moves_nodes_over_the_wan_and_they_idle_until_the_state_arri
     west = result.power_series("west", 60.0)
     assert west.node_s["idle"].sum() == pytest.approx(32 * transfer / 1e9)
     assert np.isnan(west.total_w[0]) and "idle" in west.undefined
+    powered = simulate(job(0.0, nodes=64, gpus=512, node_power_idle_w=3000.0), sites=sites,
+                       policy=Once([Migrate("east", "west", 32)])).power_series("west", 60.0)
+    assert "idle" not in powered.undefined and powered.power_w["idle"][0] == pytest.approx(
+        3000.0 * 32 * transfer / 1e9 / 60.0)
     with pytest.raises(InputError, match="needs a positive count and a link"):
         simulate(params, sites=sites, policy=Once([Migrate("east", "east", 4)]))
+
+
+def test_every_phase_with_a_node_power_makes_a_defined_series_whose_energy_counts_it(catalog_units):
+    """Checkpoint snapshots, recoveries and steps each at their node power: no NaN, nothing excluded for
+    want of a phase power, and the energy is the series' integral, phase by phase."""
+    sites = load_sites(REPO / "sites" / "example_two_sites.yaml", catalog_units)
+    powers = {"node_power_checkpoint_w": 3000.0, "node_power_idle_w": 3000.0, "node_power_recovery_w": 2500.0}
+    params = job(1.0, nodes=128, gpus=1024, **powers)
+    result = simulate(params, sites=sites, seed=2, replications=1, policy="fixed", interval_s=1200.0)
+    assert not any("no catalog node power" in e for e in result.excluded)
+    assert any("serialises and writes checkpoint shards" in e for e in result.excluded)
+    series = result.power_series("east", 60.0)
+    assert series.undefined == () and not np.isnan(series.total_w).any()
+    assert series.energy_j() == pytest.approx(result.energy_by_site_j["east"].mean, rel=1e-12)
+    for phase, watts in (("checkpoint", 3000.0), ("recovery", 2500.0), ("compute", 8000.0)):
+        ran = series.node_s[phase] > 0
+        assert ran.any(), phase
+        # mean power in a bin = node power x the node-seconds the phase took in it / the bin's width
+        assert np.allclose(series.power_w[phase][ran], watts * series.node_s[phase][ran] / series.width_s[ran])
+    # the checkpoint dips: a bin wholly inside a snapshot draws the waiting power, not the step power
+    full = series.node_s["checkpoint"] == series.node_s["checkpoint"].max()
+    assert series.total_w[full].max() < 8000.0 * 64
 
 
 def test_a_layout_switch_restarts_from_the_checkpoint_with_the_new_layout():

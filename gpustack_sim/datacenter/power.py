@@ -75,9 +75,9 @@ def power_series(pieces: tuple[Piece, ...], site: str, resolution_s: float, wind
                        tuple(ph for ph in PHASES if any(undefined[ph])))
 
 
-def _cumulative(piece: Piece, t: int) -> tuple[int, int, int, int]:
+def _cumulative(piece: Piece, t: int) -> tuple[int, ...]:
     """Nanoseconds per phase (PHASES order) from the piece's start to t."""
     if piece.run is None:
-        return 0, 0, 0, t - piece.t0
+        return tuple(t - piece.t0 if ph == piece.waiting else 0 for ph in PHASES)
     _, compute, comm, block = piece.run.phases(t)
-    return compute, comm, block, 0
+    return compute, comm, block, 0, 0
