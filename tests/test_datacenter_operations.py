@@ -250,3 +250,29 @@ def test_a_policy_sees_sites_caps_and_layout_but_no_signal_ahead(tmp_path, catal
     assert first.site_nodes == (("east", 16),) and first.power_caps_w == (("east", 250e3),) and first.layout is None
     assert {obs.site_nodes for obs in policy.seen} >= {(("east", 16),)}
     assert all(f.name not in ("signals", "limits") for f in dataclasses.fields(first))
+
+
+def test_the_power_series_between_breaks_matches_the_closed_form_at_every_bin_edge():
+    """Single-site runs are interpolated between checkpoint snapshots' starts and ends; the phases' closed
+    form evaluated at every bin edge (windows starting inside a snapshot included) gives the same."""
+    from gpustack_sim.datacenter.power import _cumulative
+
+    powers = {"node_power_checkpoint_w": 3000.0, "node_power_idle_w": 3000.0, "node_power_recovery_w": 2500.0}
+    result = simulate(job(1.0, checkpoint_blocking_s=7.3, **powers), seed=3, replications=1, policy="fixed",
+                      interval_s=600.0)
+    assert result.figures["interruptions"].mean >= 1
+    for window in ((0.0, 30000.0), (1201.0, 9000.0), (1203.5, 1207.0)):
+        series = result.power_series("site", 0.7, window)
+        edges = np.round(np.append(series.start_s, window[1]) * 1e9).astype(np.int64)
+        exact = np.zeros((len(edges) - 1, 5))
+        for piece in result.pieces[0]:
+            nodes = dict(piece.site_nodes).get("site", 0)
+            inside = (edges > piece.t0) & (edges < piece.t1)
+            lo, hi = max(int(np.argmax(inside)) - 1, 0), len(edges) - int(np.argmax(inside[::-1]))
+            if not inside.any() or piece.t0 >= edges[-1]:
+                continue
+            at = np.clip(edges[lo:hi + 1], piece.t0, piece.t1)
+            exact[lo:hi] += np.diff(np.array([_cumulative(piece, int(t)) for t in at], dtype=float),
+                                    axis=0) * nodes / 1e9
+        for k, ph in enumerate(("compute", "communication", "checkpoint", "idle", "recovery")):
+            assert np.allclose(series.node_s[ph], exact[:, k], rtol=0, atol=1e-6), (window, ph)
