@@ -121,6 +121,7 @@ class Resolver:
         # `parsed` may come filled from an earlier run (engine/cache.py)
         self._exprs: dict[tuple[str, str], sympy.Basic] = parsed if parsed is not None else {}
         self._subgraphs: dict[str, dict] = {}
+        self._functions: dict[tuple, object] = {}  # (relation, part, argument names) -> compiled function
         # Records of the variables of every subgraph fetched: an expression names hundreds of them, and
         # asking the source for each would be a round trip each to Neo4j.
         self._variables: dict[str, VariableRecord] = {}
@@ -365,6 +366,14 @@ class _Run:
 
     def symbol(self, name: str) -> sympy.Symbol:
         return self.r.symbol(name)
+
+    def numeric(self, rel: dict, label: str, names: tuple[str, ...]):
+        key = (rel["name"], label, names)
+        fn = self.r._functions.get(key)
+        if fn is None:
+            fn = self.r._functions[key] = sympy.lambdify([self.r.symbol(n) for n in names], self.r._expr(rel, label),
+                                                         modules="math")
+        return fn
 
     def random(self, name: str, value: RandomValue) -> sympy.Symbol | None:
         self.randoms[name] = value
