@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpustack_compiler.errors import InputError, ResolveError
-from helpers import Engine
+from helpers import REPO, Engine
 
 PRESETS = ["gpu_h100_sxm", "power_node_h100_measured"]
 VARIANTS = {"gpu.clock.boost": "datasheet"}
@@ -72,3 +72,17 @@ def test_a_cap_must_be_a_positive_number_and_above_the_waiting_draw(real_engine:
         PRESETS, {**TEST_ROOTS, "gpu.cap.power": "300 W"}, VARIANTS))
     assert {c.name: c.status for c in fits.checks if c.kind == "constraint"}["gpu.cap.power.above_waiting"] == \
         "satisfied"
+
+
+def test_the_capped_clock_reaches_the_estimate(real_engine: Engine) -> None:
+    """With the clock variant `power_capped` a low cap lengthens the README run's step; uncapped it does not."""
+    run = real_engine.load_run(REPO / "runs" / "llama70b_1024xh100.yaml")
+
+    def step(watts: float) -> float:
+        capped = run.with_extras(assign={**TEST_ROOTS, "gpu.cap.power": f"{watts} W"},
+                                    variants={"gpu.clock.boost": "power_capped"})
+        return real_engine.resolver.resolve("training.t_step", real_engine.run_scenario(capped)).value
+
+    plain = real_engine.resolver.resolve("training.t_step", real_engine.run_scenario(run)).value
+    assert step(700.0) == pytest.approx(plain, rel=1e-12)
+    assert step(350.0) > plain * 1.01
