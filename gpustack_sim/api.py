@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .analyses.validate import Validation
     from .datacenter import JobParameters, SimulationResult
     from .datacenter.policies import Policy
+    from .power import CapResponse
 
 OBSERVATIONS = Path("data") / "observations"
 
@@ -276,6 +277,13 @@ class Engine:
         from .datacenter.from_engine import job_parameters
 
         return job_parameters(self.context, run)
+
+    def power_under_cap(self, scenario: Scenario, cap_w: float) -> CapResponse:
+        """Clock, board power and throughput of compute-bound and memory-bound phases with the board capped
+        at `cap_w` watts, from the catalog's physics (catalog/gpu/power_cap.yaml; docs/power.md)."""
+        from .power import power_under_cap
+
+        return power_under_cap(self.resolver, self.scenarios, scenario, cap_w)
 
     def scenario_report(self, preset: str, targets: Mapping[str, str] | None = None) -> dict:
         """A preset's advertised targets (plus `targets`, label -> variable) resolved from it alone."""

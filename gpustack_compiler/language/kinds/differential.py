@@ -62,8 +62,8 @@ class Differential(RelationKind):
         inputs, subs = resolved_inputs(rel, ctx)
         y_sym, t_sym = ctx.symbol(rel["defines"]), ctx.symbol(rel["with_respect_to"])
         rhs = ctx.expr(rel, "expression")
-        y = num(ctx.expr(rel, "initial").xreplace(subs))
-        t0 = num(ctx.expr(rel, "start").xreplace(subs))
+        y0, start = ctx.expr(rel, "initial").xreplace(subs), ctx.expr(rel, "start").xreplace(subs)
+        y, t0 = num(y0), num(start)
         t1 = inputs.get(rel["with_respect_to"])
         named = {ctx.symbol(n): v for n, v in inputs.items() if n != rel["with_respect_to"]}
         # Missing inputs stay symbols and zeros are substituted (a rate of zero cancels an unknown damage);
@@ -73,6 +73,8 @@ class Differential(RelationKind):
         others, compiled = self._function(rhs, t_sym, y_sym, fixed)
         args = [named.get(s) for s in others]
         if not all(isinstance(v, float) for v in (y, t0, t1, *args)):
+            waiting = rhs.xreplace({k: v for k, v in subs.items() if k != t_sym})
+            ctx.unevaluated(rel["defines"], waiting + y0 + start + sympy.sympify(t1 or 0))
             return Outcome(y_sym, inputs, "differential relation left symbolic: its inputs are not all known")
         f = functools.partial(compiled, *args)
 
