@@ -241,12 +241,36 @@ class Engine:
         from .datacenter import simulate
         from .datacenter.sites import load_sites
 
+        if isinstance(run, ServeRunSpec):
+            return self.simulate_serving(run, sites=sites, seed=seed, replications=replications,
+                                         hours=24 * days if days is not None else 1.0, client=client, progress=progress)
         placed = None if sites is None else load_sites(Path(sites), self.units, set(self.tables.presets))
         params = parameters if parameters is not None else self.job_parameters(run)[0]
         variants = {name: self.job_parameters(r)[0] for name, r in (layouts or {}).items()}
         return simulate(params, sites=placed, policy=policy, seed=seed, replications=replications, days=days,
                         to_budget=days is None, interval_s=interval_s, backend=Backend(client), progress=progress,
                         layouts=variants)
+
+    def simulate_serving(self, run: ServeRunSpec, *, arrivals: str = "poisson", hours: float = 1.0,
+                         sites: str | Path | None = None, routing: str = "least_loaded", rate: float | None = None,
+                         gpus: int | None = None, seed: int = 0, replications: int = 1,
+                         client: Client | None = None, progress: Progress | None = None, **options):
+        """Replay a serving run's fleet in the virtual datacenter: requests of a workload family (a name in
+        data/workloads/, a family file or a trace CSV), continuous batching per replica, routing, power and
+        grid dispatches; SLO attainment, latency, tokens, energy and cost with intervals over replications
+        (docs/serving-replay.md). `options` go to `datacenter.serving.simulate_serving`."""
+        from .datacenter.serving import load_family, replica_parameters, simulate_serving
+        from .datacenter.sites import load_sites
+
+        family = load_family(arrivals)
+        placed = None if sites is None else load_sites(Path(sites), self.units, set(self.tables.presets))
+        params, _ = replica_parameters(self, run)
+        w = run.workload
+        lengths = {k: {"mean": getattr(w, k).mean, "max": getattr(w, k).max} for k in ("input_tokens", "output_tokens")}
+        return simulate_serving(params, family, run_name=run.name, run_lengths=lengths, load_curve=w.load_curve,
+                                context=run.model.seq_len, hours=hours, rate=rate, routing=routing, sites=placed,
+                                gpus=gpus, seed=seed, replications=replications, backend=Backend(client),
+                                progress=progress, **options)
 
     def job_parameters(self, run: RunSpec) -> tuple[JobParameters, dict[str, Resolution]]:
         """What the virtual datacenter takes from the catalog for `run`, and the resolution of each."""

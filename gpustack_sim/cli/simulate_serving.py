@@ -1,0 +1,42 @@
+"""`gpustack simulate` of a serving run: the fleet replay (datacenter/serving), printed and written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gpustack_compiler.errors import InputError
+
+from .app import engine, out
+from .workers import chunked
+
+
+def simulate_serving_cmd(ctx, run_file: Path, *, arrivals: str | None, hours: float | None, rate: float | None,
+                         gpus: int | None, routing: str, sites_file: Path | None, seed: int, replications: int,
+                         workers: int, scheduler: str, allow_violations: bool, as_json: bool,
+                         out_dir: Path | None) -> None:
+    from ..engine.run import load_run
+
+    if arrivals is None:
+        raise InputError(f"{run_file}: a serving run needs --arrivals FAMILY")
+    if hours is None:
+        raise InputError(f"{run_file}: a serving run needs --hours H")
+    if gpus is not None and gpus < 1:
+        raise InputError(f"--gpus: {gpus} is not a positive count")
+    run = load_run(run_file)
+    eng = engine(ctx, allow_violations=allow_violations)
+    with chunked("replications", workers, scheduler) as (client, tick):
+        result = eng.simulate_serving(run, arrivals=arrivals, hours=hours, sites=sites_file, routing=routing,
+                                      rate=rate, gpus=gpus, seed=seed, replications=replications, client=client,
+                                      progress=tick)
+    data = result.to_dict()
+    lines = result.lines()
+    if out_dir is not None:
+        from gpustack_compiler.atomic import write_text
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        result.write_log(out_dir / "requests.parquet")
+        result.write_plot(out_dir / "serving.png")
+        write_text(out_dir / "result.json", json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        lines.append(f"wrote {out_dir}/result.json, requests.parquet, serving.png")
+    out(data, "\n".join(lines), as_json)
