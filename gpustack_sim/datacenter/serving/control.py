@@ -83,6 +83,7 @@ class Controller:
     autoscale: bool = False
     grid: frozenset[str] = field(default_factory=frozenset)  # subset of {"cap", "shed", "migrate"}
     name: str = "static"
+    per_replica: int = 32  # the autoscaler's target of requests per enabled replica
     _caps: dict[int, float] = field(default_factory=dict)
 
     def decide(self, obs: FleetObservation) -> list[Action]:
@@ -121,9 +122,10 @@ class Controller:
         return [SetCap(site, cap)]
 
     def _autoscale(self, obs: FleetObservation) -> list[Action]:
-        """Keep enough replicas enabled for about eight requests each; drain the emptiest beyond that."""
+        """Keep enough replicas enabled for `per_replica` requests each plus one spare; drain the emptiest
+        beyond that (a drained replica finishes its requests and takes no new ones)."""
         n = len(obs.load)
-        want = max(1, min(n, -(-sum(obs.load) // 8) + 1))
+        want = max(1, min(n, -(-sum(obs.load) // self.per_replica) + 1))
         on = [i for i in range(n) if obs.enabled[i]]
         off = [i for i in range(n) if not obs.enabled[i]]
         if len(on) < want:

@@ -145,29 +145,35 @@ class Replica:
         return mem_part + comp_part + n * (over + pre), comp_part + n * pre, mem_part
 
     def _iterations_until(self, dt: float, chunk: float, limit: int) -> int:
-        """Fewest iterations (at most `limit`) whose total time reaches dt: the total is linear while compute
-        bounds the iterations and quadratic once memory does, so the count is a root, checked either side."""
-        if dt <= 0:
-            return 1
-        total = self._times(limit, chunk)[0]
-        if total < dt:
-            return limit
+        """Fewest iterations (at most `limit`) whose total time reaches dt. Once memory bounds them the total
+        is quadratic in the count (each iteration reads one more token per sequence), so the root of that
+        quadratic is the answer, checked against the exact total and searched from there when compute bounds
+        the first iterations."""
         per = self._times(1, chunk)[0]
-        b, k = self.batch, self.context
-        step = b * self.b_mem * self.slowdown_memory
+        if dt <= per or limit <= 1:
+            return 1
+        step = self.batch * self.b_mem * self.slowdown_memory
         if step <= 0:
             n = math.ceil(dt / per)
         else:
-            # total(n) ~ n per + step n (n - 1) / 2 (the first iteration's time plus the context's growth)
-            half = step / 2.0
-            lin = per - half
-            n = math.ceil((-lin + math.sqrt(lin * lin + 4 * half * dt)) / (2 * half))
+            lin = per - step / 2.0
+            n = math.ceil((-lin + math.sqrt(lin * lin + 2.0 * step * dt)) / step)
         n = max(1, min(limit, n))
-        while n > 1 and self._times(n - 1, chunk)[0] >= dt:
-            n -= 1
-        while n < limit and self._times(n, chunk)[0] < dt:
-            n += 1
-        return n
+        if self._times(n, chunk)[0] < dt:
+            if n == limit:
+                return limit
+            lo, hi = n + 1, limit
+        else:
+            if self._times(n - 1, chunk)[0] < dt:
+                return n
+            lo, hi = 1, n - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._times(mid, chunk)[0] >= dt:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     def _run(self, n: int, chunk: float) -> None:
         total, comp, mem = self._times(n, chunk)
@@ -184,6 +190,8 @@ class Replica:
 
     # ---- admission, completion, preemption ------------------------------------------------------------
     def _admit(self) -> None:
+        if not self.waiting and not self.inbound:
+            return
         while self.inbound and self.inbound[0][0] <= self.t:
             _, rid, ctx = heapq.heappop(self.inbound)
             self.kv_used += self._held(rid, ctx)
