@@ -40,6 +40,7 @@ class FleetRun:
     busy_share: np.ndarray  # (ticks,) mean over replicas
     kv_share: np.ndarray  # (ticks,)
     queued: np.ndarray  # (ticks,) requests waiting or running
+    tokens: np.ndarray  # (ticks,) output tokens generated in each tick
     energy_j: float
     gpu_seconds: float
     gpu_hour_cost: float  # USD per GPU-second
@@ -69,6 +70,8 @@ def replay(replicas: list[tuple[ReplicaParameters, int]], requests: Requests, ho
     busy = np.zeros(ticks)
     kv = np.zeros(ticks)
     queued = np.zeros(ticks)
+    tokens = np.zeros(ticks)
+    last_tokens = np.zeros(len(reps))
     shedding = [False] * n_sites
     avoid = [False] * n_sites
     deferred: list[tuple[float, int]] = []  # (release time, rid)
@@ -150,6 +153,8 @@ def replay(replicas: list[tuple[ReplicaParameters, int]], requests: Requests, ho
             last_energy[i] = e
             busy[k] += (r.busy_s - last_busy[i]) / (t1 - t0)
             last_busy[i] = r.busy_s
+            tokens[k] += r.tokens_out - last_tokens[i]
+            last_tokens[i] = r.tokens_out
             kv[k] += r.kv_share()
             queued[k] += r.load()
         busy[k] /= len(reps)
@@ -158,7 +163,7 @@ def replay(replicas: list[tuple[ReplicaParameters, int]], requests: Requests, ho
     log.rejected[[rid for _, rid in deferred]] = True
     energy = float(sum(r.energy_j for r in reps))
     p0 = replicas[0][0]
-    return FleetRun(requests, log, inp, tick_s, power, busy, kv, queued, energy,
+    return FleetRun(requests, log, inp, tick_s, power, busy, kv, queued, tokens, energy,
                     float(sum(p.gpus_per_replica for p, _ in replicas) * horizon_s), p0.gpu_hour_cost,
                     p0.ttft_objective_s, p0.tpot_objective_s, migrations, n_deferred)
 

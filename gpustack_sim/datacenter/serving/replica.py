@@ -200,7 +200,7 @@ class Replica:
         while self.waiting and seqs < self.p.max_sequences:
             rid = self.waiting[0]
             prompt = int(self.inp[rid])
-            need = self._held(rid, prompt)
+            need = self._held(rid, prompt + 1)  # the prompt and the slot of the token its prefill emits
             if self.kv_used + need > self.cap_kv and seqs > 0:
                 break
             self.waiting.popleft()
@@ -320,8 +320,6 @@ class Replica:
             rid, _, prompt = head
             if np.isnan(self.log.first_token_s[rid]):
                 self.log.first_token_s[rid] = self.t
-            # The prefill's last iteration emits the first token, whose KV entry it also writes.
-            if self.admission == PAGED:
-                self.kv_used += 1
+            # The prefill's last iteration emits the first token (its KV slot was taken at admission).
             self.tokens_out += 1
             self._join_decode(rid, prompt + 1, int(self.out[rid]) - 1)
