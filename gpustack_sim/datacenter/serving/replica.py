@@ -144,28 +144,36 @@ class Replica:
         comp_part = j0 * comp
         return mem_part + comp_part + n * (over + pre), comp_part + n * pre, mem_part
 
-    def _iterations_until(self, dt: float, chunk: float, limit: int) -> int:
-        """Fewest iterations (at most `limit`) whose total time reaches dt. Once memory bounds them the total
-        is quadratic in the count (each iteration reads one more token per sequence), so the root of that
-        quadratic is the answer, checked against the exact total and searched from there when compute bounds
-        the first iterations."""
-        per = self._times(1, chunk)[0]
+    def _stretch(self, dt: float, chunk: float, limit: int) -> tuple[int, tuple[float, float, float]]:
+        """Fewest iterations (at most `limit`) whose total time reaches dt, and their times. Once memory
+        bounds them the total is quadratic in the count (each iteration reads one more token per sequence),
+        so the count is that quadratic's root: exact when memory bounds the first iteration already, else
+        checked against the exact total and searched from there."""
+        b = self.batch
+        sm = self.slowdown_memory
+        a = (self.a_mem + self.context * self.b_mem) * sm
+        comp = b * self.c_comp * self.slowdown
+        per = (a if a >= comp else comp) + self.fixed + b * self.per_seq + chunk * self.t_token * self.slowdown
         if dt <= per or limit <= 1:
-            return 1
-        step = self.batch * self.b_mem * self.slowdown_memory
+            return 1, self._times(1, chunk)
+        step = b * self.b_mem * sm
         if step <= 0:
             n = math.ceil(dt / per)
         else:
             lin = per - step / 2.0
             n = math.ceil((-lin + math.sqrt(lin * lin + 2.0 * step * dt)) / step)
         n = max(1, min(limit, n))
-        if self._times(n, chunk)[0] < dt:
+        times = self._times(n, chunk)
+        if a >= comp and (times[0] >= dt or n == limit):
+            return n, times  # the root of the exact total (rounding aside: a stretch may end one early)
+        if times[0] < dt:
             if n == limit:
-                return limit
+                return n, times
             lo, hi = n + 1, limit
         else:
-            if self._times(n - 1, chunk)[0] < dt:
-                return n
+            prev = self._times(n - 1, chunk)
+            if prev[0] < dt:
+                return n, times
             lo, hi = 1, n - 1
         while lo < hi:
             mid = (lo + hi) // 2
@@ -173,10 +181,10 @@ class Replica:
                 hi = mid
             else:
                 lo = mid + 1
-        return lo
+        return lo, self._times(lo, chunk)
 
-    def _run(self, n: int, chunk: float) -> None:
-        total, comp, mem = self._times(n, chunk)
+    def _run(self, n: int, times: tuple[float, float, float]) -> None:
+        total, comp, mem = times
         self.t += total
         self.busy_s += total
         self.compute_s += comp
@@ -290,8 +298,8 @@ class Replica:
                 head_left = self.prefill[0][1]
                 full = (head_left - 1) // c  # iterations of full chunks before the head's last one
                 if full > 0 and self.prefill_left >= full * c:
-                    n = min(full, limit, self._iterations_until(until - self.t, c, min(full, limit)))
-                    self._run(n, c)
+                    n, times = self._stretch(until - self.t, c, min(full, limit))
+                    self._run(n, times)
                     self.prefill[0][1] -= n * c
                     self.prefill_left -= n * c
                     self._complete()
@@ -299,14 +307,14 @@ class Replica:
                 self._chunk_iteration(c)
                 self._complete()
                 continue
-            n = self._iterations_until(until - self.t, 0.0, limit)
-            self._run(n, 0.0)
+            n, times = self._stretch(until - self.t, 0.0, limit)
+            self._run(n, times)
             self._complete()
 
     def _chunk_iteration(self, c: int) -> None:
         """One iteration whose chunk finishes the head prompt and starts the next ones (FIFO)."""
         used = min(c, self.prefill_left)
-        self._run(1, used)
+        self._run(1, self._times(1, used))
         self.prefill_left -= used
         budget = used
         while self.prefill and budget > 0:
