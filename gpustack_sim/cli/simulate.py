@@ -42,7 +42,12 @@ def simulate_cmd(ctx: typer.Context,
                  rate: float = typer.Option(None, "--rate", help="Serving run: requests/s (default: the run's "
                                             "workload.request_rate)."),
                  gpus: int = typer.Option(None, "--gpus", help="Serving run: GPUs of the fleet (default: the run's "
-                                          "replicas).")
+                                          "replicas)."),
+                 control: str = typer.Option(None, "--control", help="Serving run: what the controller does, "
+                                             "comma-separated: migrate, autoscale, and for grid dispatches in "
+                                             "--sites: cap, shed, evacuate."),
+                 sheddable: float = typer.Option(None, "--sheddable", help="Serving run: share of requests a "
+                                                 "dispatch may defer (with --control shed).")
                  ) -> None:
     """Replay a training run with failures, checkpoints and recovery; figures with intervals over replications."""
     from ..engine.run import load_run, load_training_run
@@ -53,10 +58,12 @@ def simulate_cmd(ctx: typer.Context,
 
         return simulate_serving_cmd(ctx, run_file, arrivals=arrivals, hours=hours, rate=rate, gpus=gpus,
                                     routing=policy or "least_loaded", sites_file=sites_file, seed=seed,
+                                    control=control, sheddable=sheddable,
                                     replications=replications, workers=workers, scheduler=scheduler,
                                     allow_violations=allow_violations, as_json=as_json, out_dir=out_dir)
-    if arrivals is not None or hours is not None or rate is not None or gpus is not None:
-        raise InputError(f"{run_file}: --arrivals, --hours, --rate and --gpus go with a serving run file")
+    if any(v is not None for v in (arrivals, hours, rate, gpus, control, sheddable)):
+        raise InputError(f"{run_file}: --arrivals, --hours, --rate, --gpus, --control and --sheddable go with a "
+                         "serving run file")
     policy = policy or "daly"
     if days is not None and to_budget:
         raise InputError("--days and --to-budget exclude each other")
