@@ -56,6 +56,11 @@ def simulate_cmd(ctx: typer.Context,
     if run_file.suffix in (".yaml", ".yml") and run_file.is_file() and isinstance(load_run(run_file), ServeRunSpec):
         from .simulate_serving import simulate_serving_cmd
 
+        training_only = {"--days": days, "--to-budget": to_budget or None, "--interval": interval,
+                         "--explain": explain or None, "--power-resolution": power_resolution}
+        given = [flag for flag, value in training_only.items() if value is not None]
+        if given:
+            raise InputError(f"{run_file}: a serving run; only a training run takes {', '.join(given)}")
         return simulate_serving_cmd(ctx, run_file, arrivals=arrivals, hours=hours, rate=rate, gpus=gpus,
                                     routing=policy or "least_loaded", sites_file=sites_file, seed=seed,
                                     control=control, sheddable=sheddable,

@@ -17,7 +17,7 @@ from .parameters import ReplicaParameters
 from .replica import PAGED, Log, Replica
 from .workloads import Requests
 
-WAN_LATENCY_S = 0.0  # between replicas of one site: the fabric's rate alone prices the transfer
+FABRIC_LATENCY_S = 0.0  # between replicas of one site the fabric's rate alone prices a KV transfer
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def replay(replicas: list[tuple[ReplicaParameters, int]], requests: Requests, ho
         t0, t1 = k * tick_s, min((k + 1) * tick_s, horizon_s)
         active = [e for e in events if e.start_s <= t0 < e.end_s]
         for e in events:
-            if t0 <= e.start_s < t0 + tick_s or (k == 0 and e.start_s < tick_s):
+            if t0 <= e.start_s < t0 + tick_s:
                 lo = max(0, k - int(60 / tick_s))
                 before[e.site] = float(power[lo:k, e.site].mean()) if k > lo else 0.0
         obs = FleetObservation(
@@ -180,7 +180,7 @@ def _move(src: Replica, dst: Replica, act: MoveRequests, t0: float, links, log: 
         moved += 1
     if act.decoding and moved < act.count:
         if src.site == dst.site:
-            rate, latency = src.p.fabric_bit_s, WAN_LATENCY_S
+            rate, latency = src.p.fabric_bit_s, FABRIC_LATENCY_S
         else:
             link = (links or {}).get((min(src.site, dst.site), max(src.site, dst.site)))
             rate, latency = (link.bandwidth_bit_s, link.latency_s) if link else (None, 0.0)
