@@ -113,8 +113,7 @@ def _replay(shared, seeds) -> list[FleetRun]:
     out = []
     for s in seeds:
         reqs = draw_requests(family, lam, horizon, run_lengths, load_curve, context, s, shed)
-        ctrl = None if controller is None else Controller(controller.migrate, controller.autoscale, controller.grid,
-                                                          controller.name, controller.per_replica)
+        ctrl = None if controller is None else controller.fresh()
         out.append(replay(replicas, reqs, horizon, routing=routing, controller=ctrl, events=events, tick_s=tick,
                           admission=admission, links=links, n_sites=n_sites))
     return out

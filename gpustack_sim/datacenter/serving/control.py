@@ -84,7 +84,14 @@ class Controller:
     grid: frozenset[str] = field(default_factory=frozenset)  # subset of {"cap", "shed", "migrate"}
     name: str = "static"
     per_replica: int = 32  # the autoscaler's target of requests per enabled replica
+    # Kubernetes' default downscale stabilization window (--horizontal-pod-autoscaler-downscale-stabilization).
+    stabilization_s: float = 300.0
     _caps: dict[int, float] = field(default_factory=dict)
+    _loads: list[tuple[float, int]] = field(default_factory=list)
+
+    def fresh(self) -> "Controller":
+        """The same controller with none of the state it has learnt (for the next replication)."""
+        return Controller(self.migrate, self.autoscale, self.grid, self.name, self.per_replica, self.stabilization_s)
 
     def decide(self, obs: FleetObservation) -> list[Action]:
         acts: list[Action] = []
@@ -122,14 +129,22 @@ class Controller:
         return [SetCap(site, cap)]
 
     def _autoscale(self, obs: FleetObservation) -> list[Action]:
-        """Keep enough replicas enabled for `per_replica` requests each plus one spare; drain the emptiest
-        beyond that (a drained replica finishes its requests and takes no new ones)."""
+        """Keep enough replicas enabled for `per_replica` requests each plus one spare, for the largest load
+        seen over the stabilization window: scale up at once, down only once the window has passed (the
+        Kubernetes horizontal autoscaler's behaviour). A drained replica finishes its requests and takes no
+        new ones."""
         n = len(obs.load)
-        want = max(1, min(n, -(-sum(obs.load) // self.per_replica) + 1))
+        self._loads.append((obs.time_s, sum(obs.load)))
+        while self._loads and self._loads[0][0] < obs.time_s - self.stabilization_s:
+            self._loads.pop(0)
+        peak = max(load for _, load in self._loads)
+        want = max(1, min(n, -(-peak // self.per_replica) + 1))
         on = [i for i in range(n) if obs.enabled[i]]
         off = [i for i in range(n) if not obs.enabled[i]]
         if len(on) < want:
             return [SetEnabled(i, True) for i in off[:want - len(on)]]
+        if obs.time_s < self.stabilization_s:
+            return []  # no scale-down before a whole window of loads has been seen
         idle = sorted((obs.load[i], i) for i in on)
         return [SetEnabled(i, False) for _, i in idle[:len(on) - want]]
 

@@ -73,7 +73,8 @@ class ReplicaParameters:
             v = values.get(f.name)
             if v is None:
                 if f.name not in OPTIONAL:
-                    raise InputError(f"serving replay: {f.name} is not resolved", "assign it in the run file or a preset")
+                    raise InputError(f"serving replay: {f.name} is not resolved",
+                                     "assign it in the run file or a preset")
                 got[f.name] = None
                 continue
             if not math.isfinite(v) or v < 0:

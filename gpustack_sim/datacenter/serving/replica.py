@@ -189,7 +189,8 @@ class Replica:
         self.busy_s += total
         self.compute_s += comp
         self.memory_s += mem
-        self.energy_j += self.watt_scale * (self.p_compute * comp + self.p_memory * (total - comp) + self.rest_w * total)
+        self.energy_j += self.watt_scale * (self.p_compute * comp + self.p_memory * (total - comp)
+                                            + self.rest_w * total)
         self.iteration += n
         self.context += n * self.batch
         if self.admission == PAGED:

@@ -91,8 +91,8 @@ class ServingResult:
         rows = []
         for key, (label, units, scale) in FIGURES.items():
             s = self.figures[key]
-            rows.append(f"  {label:<32} {s.mean / scale:.6g} {units}   [p5 {s.p5 / scale:.6g}, p95 {s.p95 / scale:.6g}; "
-                        f"mean +- {s.half_width_95 / scale:.3g} (95%)]")
+            rows.append(f"  {label:<32} {s.mean / scale:.6g} {units}   [p5 {s.p5 / scale:.6g}, "
+                        f"p95 {s.p95 / scale:.6g}; mean +- {s.half_width_95 / scale:.3g} (95%)]")
         return [head, *rows, *(f"note: {n}" for n in self.notes)]
 
     def write_log(self, path: Path) -> None:

@@ -59,10 +59,10 @@ class Family:
             t = self._arrivals(rate_per_s, horizon_s, load_curve, rng)
             i = self._lengths(self.input_tokens, run_lengths["input_tokens"], len(t), rng, "input_tokens")
             o = self._lengths(self.output_tokens, run_lengths["output_tokens"], len(t), rng, "output_tokens")
-        i = np.minimum(i, context - 1)
-        o2 = np.minimum(o, context - i)
+        i2 = np.minimum(i, context - 1)
+        o2 = np.minimum(o, context - i2)
         shed = rng.random(len(t)) < sheddable_share
-        return Requests(t, i.astype(np.int64), o2.astype(np.int64), shed, int(np.sum(o2 < o) + np.sum(i >= context - 1)))
+        return Requests(t, i2.astype(np.int64), o2.astype(np.int64), shed, int(np.sum((i2 < i) | (o2 < o))))
 
     def _arrivals(self, rate: float, horizon: float, load_curve, rng) -> np.ndarray:
         a = self.arrivals
@@ -178,12 +178,11 @@ def _trace_family(path: Path) -> Family:
     for n, row in enumerate(rows[1:], start=2):
         if len(row) != 3:
             raise InputError(f"{path}: line {n}: {len(row)} fields, the header has 3 (ragged row)")
-        try:
-            t.append(_azure_time(row[0]) if azure else float(row[0]))
-            i.append(int(row[1]))
-            o.append(int(row[2]))
-        except ValueError:
-            raise InputError(f"{path}: line {n}: field {rows[0][0] if not _is_num(row[0], azure) else (rows[0][1] if not _is_int(row[1]) else rows[0][2])}: not a number") from None
+        for k, (dest, read) in enumerate(((t, _azure_time if azure else float), (i, int), (o, int))):
+            try:
+                dest.append(read(row[k]))
+            except ValueError:
+                raise InputError(f"{path}: line {n}: field {rows[0][k].strip()}: {row[k]!r} is not a number") from None
         if not math.isfinite(t[-1]) or t[-1] < 0 or i[-1] < 1 or o[-1] < 1:
             raise InputError(f"{path}: line {n}: field {rows[0][0]}/{rows[0][1]}/{rows[0][2]}: times are non-negative, "
                              "lengths at least one token")
@@ -202,19 +201,3 @@ def _azure_time(text: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(text.strip()[:26]).timestamp()
-
-
-def _is_num(text: str, azure: bool) -> bool:
-    try:
-        _azure_time(text) if azure else float(text)
-        return True
-    except ValueError:
-        return False
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-        return True
-    except ValueError:
-        return False

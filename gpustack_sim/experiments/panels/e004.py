@@ -34,7 +34,8 @@ class E004(Panel):
         sc, digest = scenario(ctx)
         topologies, lengths, context = {}, None, None
         for name, layout in sc["topologies"].items():
-            params, lengths, context = replica_params(ctx, sc["run"], tuple(f"layout.{k}={v}" for k, v in layout.items()))
+            overrides = tuple(f"layout.{k}={v}" for k, v in layout.items())
+            params, lengths, context = replica_params(ctx, sc["run"], overrides)
             topologies[name] = params
         assumptions = (
             f"fleet of {sc['gpus']} GPUs serving {sc['run']}: static topologies "

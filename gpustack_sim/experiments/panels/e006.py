@@ -43,7 +43,8 @@ class E006(Panel):
         params, lengths, context = replica_params(ctx, sc["run"])
         assumptions = (
             f"fleet: two sites of {sc['replicas_per_site']} replicas of {sc['run']}, {sc['family']} requests at "
-            f"{sc['rate']}/s, {100 * sc['sheddable_share']:.0f}% deferrable; one dispatch of {sc['event']['duration_s']} s "
+            f"{sc['rate']}/s, {100 * sc['sheddable_share']:.0f}% deferrable; one dispatch of "
+            f"{sc['event']['duration_s']} s "
             f"at site 0 per replication, bid {100 * sc['bid_share']:.0f}% of the site's draw in the minute before",
             "delivered reduction: each minute of the dispatch, the mean of (baseline - metered) site power over the "
             "pre-signal draw; the firm response of a replication is its smallest minute; the controller meters the "
@@ -53,7 +54,7 @@ class E006(Panel):
             "time to 90% of the bid: censored at the dispatch's duration when never reached",
         )
         return Prepared(_State(params, lengths, context, sc), assumptions,
-                        ((digest, f"experiments/serving/e006.yaml"),))
+                        ((digest, "experiments/serving/e006.yaml"),))
 
     def replay(self, state: _State, arm: str, seed: int) -> dict:
         from ...datacenter.serving.api import draw_requests
