@@ -237,7 +237,8 @@ class Engine:
         checkpoints, recovery and power, with intervals over replications (docs/datacenter.md).
         `parameters` (from `job_parameters(run)`) saves resolving the run again. `progress(done, total)` hears
         of chunks of replications done. `layouts`: other run files
-        of the same job in another parallel layout (name -> run), which a policy may switch to."""
+        of the same job in another parallel layout (name -> run), which a policy may switch to. A serving run
+        replays its fleet (`simulate_serving`: Poisson arrivals over `days` x 24 hours, one hour without)."""
         from .datacenter import simulate
         from .datacenter.sites import load_sites
 
