@@ -253,10 +253,14 @@ class Engine:
         checkpoints, recovery and power, with intervals over replications (docs/datacenter.md).
         `parameters` (from `job_parameters(run)`) saves resolving the run again. `progress(done, total)` hears
         of chunks of replications done. `layouts`: other run files
-        of the same job in another parallel layout (name -> run), which a policy may switch to."""
+        of the same job in another parallel layout (name -> run), which a policy may switch to. A serving run
+        replays its fleet (`simulate_serving`: Poisson arrivals over `days` x 24 hours, one hour without)."""
         from .datacenter import simulate
         from .datacenter.sites import load_sites
 
+        if isinstance(run, ServeRunSpec):
+            return self.simulate_serving(run, sites=sites, seed=seed, replications=replications,
+                                         hours=24 * days if days is not None else 1.0, client=client, progress=progress)
         placed = None if sites is None else load_sites(Path(sites), self.units, set(self.tables.presets))
         params = parameters if parameters is not None else self.job_parameters(run)[0]
         variants = {name: self.job_parameters(r)[0] for name, r in (layouts or {}).items()}
@@ -271,6 +275,27 @@ class Engine:
         from .analyses.diff import catalog_diff
 
         return catalog_diff(catalog, base, runs, lambda manifest: Engine(ManifestSource(manifest)))
+
+    def simulate_serving(self, run: ServeRunSpec, *, arrivals: str = "poisson", hours: float = 1.0,
+                         sites: str | Path | None = None, routing: str = "least_loaded", rate: float | None = None,
+                         gpus: int | None = None, seed: int = 0, replications: int = 1,
+                         client: Client | None = None, progress: Progress | None = None, **options):
+        """Replay a serving run's fleet in the virtual datacenter: requests of a workload family (a name in
+        data/workloads/, a family file or a trace CSV), continuous batching per replica, routing, power and
+        grid dispatches; SLO attainment, latency, tokens, energy and cost with intervals over replications
+        (docs/serving-replay.md). `options` go to `datacenter.serving.simulate_serving`."""
+        from .datacenter.serving import load_family, replica_parameters, simulate_serving
+        from .datacenter.sites import load_sites
+
+        family = load_family(arrivals)
+        placed = None if sites is None else load_sites(Path(sites), self.units, set(self.tables.presets))
+        params, _ = replica_parameters(self.context, run)
+        w = run.workload
+        lengths = {k: {"mean": getattr(w, k).mean, "max": getattr(w, k).max} for k in ("input_tokens", "output_tokens")}
+        return simulate_serving(params, family, run_name=run.name, run_lengths=lengths, load_curve=w.load_curve,
+                                context=run.model.seq_len, hours=hours, rate=rate, routing=routing, sites=placed,
+                                gpus=gpus, seed=seed, replications=replications, backend=Backend(client),
+                                progress=progress, **options)
 
     def job_parameters(self, run: RunSpec) -> tuple[JobParameters, dict[str, Resolution]]:
         """What the virtual datacenter takes from the catalog for `run`, and the resolution of each."""

@@ -244,11 +244,11 @@ def test_rerun_gives_the_same_artifact_and_it_validates(tmp_path, engine):
 
 
 def test_an_edited_artifact_is_detected(tmp_path, engine):
-    ws = workspace(tmp_path, "E004")
-    res = run_protocol("E004", workspace=ws, engine_factory=lambda: engine)
+    ws = workspace(tmp_path, "E005")
+    res = run_protocol("E005", workspace=ws, engine_factory=lambda: engine)
     art = res.artifact
     assert art.conclusion == "inconclusive" and all(m.status in ("unresolved", "deferred") for m in art.metrics)
-    assert {c.name for c in art.missing_capabilities} >= {"inference_serving_simulation"}
+    assert {c.name for c in art.missing_capabilities} >= {"heterogeneous_job"}
     path = ws.directory.parent / res.path
     path.write_text(path.read_text().replace('"inconclusive"', '"survived_virtual"'))
     with pytest.raises(InputError, match="artifact_sha256 does not match"):
@@ -358,3 +358,16 @@ def test_committed_experiment_schemas_are_fresh():
 
     assert {"protocol.schema.json", "experiment_artifact.schema.json"} <= set(schema_mod.SCHEMA_FILES)
     assert schema_mod.stale(REPO / "schemas") == []
+
+
+def test_the_serving_panels_replay_to_a_verdict(tmp_path, engine):
+    """E004 and E006 replay an inference fleet: every virtual-stage metric resolves (coverage waits for the
+    real stage) and the frozen falsifiers decide, on a few replications."""
+    for pid, n in (("E006", 2), ("E004", 1)):
+        ws = workspace(tmp_path / pid, pid)
+        art = run_protocol(pid, workspace=ws, engine_factory=lambda: engine, replications=n, write=False).artifact
+        statuses = {m.name: m.status for m in art.metrics}
+        assert all(s == "resolved" for name, s in statuses.items() if name != "interval_coverage_90"), statuses
+        assert not any(c.name == "inference_serving_simulation" for c in art.missing_capabilities)
+        assert art.conclusion in ("failed_virtual_screen", "survived_virtual", "inconclusive")
+        assert any(f.status in ("passed", "failed") for f in art.falsifiers)

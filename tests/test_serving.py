@@ -224,9 +224,10 @@ def test_sweep_ranks_serving_layouts_by_cost(engine: Engine, llama: ServeRunSpec
         engine.sweep(llama, {"micro_batch": [1, 2]})
 
 
-def test_serving_run_is_refused_where_a_training_run_is_needed(real_build: Path) -> None:
+def test_simulate_of_a_serving_run_needs_its_workload_family(real_build: Path) -> None:
+    # `simulate` replays a serving run's fleet (tests/test_serving_replay.py); without a family it says so.
     res = gp(real_build, "simulate", str(LLAMA))
-    assert res.returncode == 2 and "serving run file" in res.stderr
+    assert res.returncode == 2 and "a serving run needs --arrivals" in res.stderr
 
 
 OBSERVATIONS = REPO / "data" / "observations" / "azure_vllm_llama31_70b_h100.yaml"

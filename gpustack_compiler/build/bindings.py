@@ -205,8 +205,16 @@ def _serve_figures(c: _Checker) -> None:
         c.name(("objectives", key, "variable"), objective.variable)
 
 
+def _serve_replay(c: _Checker) -> None:
+    spec: m.ServeReplayFile = c.spec
+    for i, p in enumerate(spec.parameters):
+        c.name(("parameters", i, "variable"), p.variable)
+    c.unique([(("parameters", i, "field"), p.field) for i, p in enumerate(spec.parameters)], "replay parameter")
+
+
 CHECKS = {"run_fields": _run_fields, "measured_runs": _measured_runs, "figures": _figures,
-          "calibration_fit": _calibration_fit, "serve_fields": _run_fields, "serve_figures": _serve_figures}
+          "calibration_fit": _calibration_fit, "serve_fields": _run_fields, "serve_figures": _serve_figures,
+          "serve_replay": _serve_replay}
 
 
 def check_bindings(cat: Catalog) -> None:

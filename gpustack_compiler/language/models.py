@@ -607,6 +607,23 @@ class ServeFiguresFile(Strict):
     objectives: Annotated[dict[Key, Objective], Field(min_length=1)]
 
 
+class ReplayParameter(Strict):
+    """A parameter of the serving replay and the catalog variable that supplies it (in base units)."""
+
+    field: Key
+    variable: Name
+    optional: Annotated[bool, Field(description=(
+        "The replay runs without it (the figures it feeds are reported as excluded)."))] = False
+    note: str | None = None
+
+
+class ServeReplayFile(Strict):
+    """catalog/bindings/serve_replay.yaml: what the virtual datacenter's serving replay reads from a
+    serving run's resolution."""
+
+    parameters: Annotated[list[ReplayParameter], Field(min_length=1)]
+
+
 # File name under catalog/bindings/ -> its kind (the key of its table in the manifest's `bindings`).
 BINDING_FILES: dict[str, tuple[str, type[Strict]]] = {
     "run_fields.yaml": ("run_fields", RunFieldsFile),
@@ -615,6 +632,7 @@ BINDING_FILES: dict[str, tuple[str, type[Strict]]] = {
     "calibration_fit.yaml": ("calibration_fit", CalibrationFitFile),
     "serve_fields.yaml": ("serve_fields", RunFieldsFile),
     "serve_figures.yaml": ("serve_figures", ServeFiguresFile),
+    "serve_replay.yaml": ("serve_replay", ServeReplayFile),
 }
 
 FILE_MODELS: dict[str, type[Strict]] = {

@@ -16,13 +16,16 @@ from .workers import SchedulerOpt, WorkersOpt, chunked
 
 @app.command("simulate")
 def simulate_cmd(ctx: typer.Context,
-                 run_file: Path = typer.Argument(..., help="Run file (schemas/run.schema.json)."),
+                 run_file: Path = typer.Argument(..., help="Run file (schemas/run.schema.json), or a serving run "
+                                                 "(schemas/serve_run.schema.json): then see --arrivals."),
                  days: float = typer.Option(None, "--days", help="Simulate this many days of wallclock."),
                  to_budget: bool = typer.Option(False, "--to-budget", help="Simulate until the token budget is "
                                                 "trained (the default without --days)."),
                  seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
                  replications: int = typer.Option(1, "--replications", min=1, help="Independent replications."),
-                 policy: str = typer.Option("daly", "--policy", help="Checkpoint policy: fixed, daly or adaptive."),
+                 policy: str = typer.Option(None, "--policy", help="Checkpoint policy: fixed, daly (default) or "
+                                            "adaptive; for a serving run the routing: round_robin, least_loaded "
+                                            "(default) or kv_aware."),
                  interval: float = typer.Option(None, "--interval", help="Checkpoint interval in seconds "
                                                 "(--policy fixed; default the catalog's cluster.ckpt.interval)."),
                  sites_file: Path = typer.Option(None, "--sites", help="Sites file (schemas/sites.schema.json)."),
@@ -32,11 +35,41 @@ def simulate_cmd(ctx: typer.Context,
                  out_dir: Path = typer.Option(None, "--out", help="Write result.json, events.parquet, power.parquet "
                                               "and timeline.png here."),
                  power_resolution: float = typer.Option(None, "--power-resolution", help="Bin width in seconds of "
-                                                        "power.parquet (default: about 1,000 bins over the run).")
+                                                        "power.parquet (default: about 1,000 bins over the run)."),
+                 arrivals: str = typer.Option(None, "--arrivals", help="Serving run: workload family (a name in "
+                                              "data/workloads/, a family .yaml or a trace .csv)."),
+                 hours: float = typer.Option(None, "--hours", help="Serving run: hours of serving to replay."),
+                 rate: float = typer.Option(None, "--rate", help="Serving run: requests/s (default: the run's "
+                                            "workload.request_rate)."),
+                 gpus: int = typer.Option(None, "--gpus", help="Serving run: GPUs of the fleet (default: the run's "
+                                          "replicas)."),
+                 control: str = typer.Option(None, "--control", help="Serving run: what the controller does, "
+                                             "comma-separated: migrate, autoscale, and for grid dispatches in "
+                                             "--sites: cap, shed, evacuate."),
+                 sheddable: float = typer.Option(None, "--sheddable", help="Serving run: share of requests a "
+                                                 "dispatch may defer (with --control shed).")
                  ) -> None:
     """Replay a training run with failures, checkpoints and recovery; figures with intervals over replications."""
-    from ..engine.run_file import load_training_run
+    from ..engine.run_file import load_run, load_training_run
+    from ..engine.serve_run import ServeRunSpec
 
+    if run_file.suffix in (".yaml", ".yml") and run_file.is_file() and isinstance(load_run(run_file), ServeRunSpec):
+        from .simulate_serving import simulate_serving_cmd
+
+        training_only = {"--days": days, "--to-budget": to_budget or None, "--interval": interval,
+                         "--explain": explain or None, "--power-resolution": power_resolution}
+        given = [flag for flag, value in training_only.items() if value is not None]
+        if given:
+            raise InputError(f"{run_file}: a serving run; only a training run takes {', '.join(given)}")
+        return simulate_serving_cmd(ctx, run_file, arrivals=arrivals, hours=hours, rate=rate, gpus=gpus,
+                                    routing=policy or "least_loaded", sites_file=sites_file, seed=seed,
+                                    control=control, sheddable=sheddable,
+                                    replications=replications, workers=workers, scheduler=scheduler,
+                                    allow_violations=allow_violations, as_json=as_json, out_dir=out_dir)
+    if any(v is not None for v in (arrivals, hours, rate, gpus, control, sheddable)):
+        raise InputError(f"{run_file}: --arrivals, --hours, --rate, --gpus, --control and --sheddable go with a "
+                         "serving run file")
+    policy = policy or "daly"
     if days is not None and to_budget:
         raise InputError("--days and --to-budget exclude each other")
     if interval is not None and policy != "fixed":

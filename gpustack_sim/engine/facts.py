@@ -177,6 +177,12 @@ class Facts:
                        [(f["label"], f["variable"]) for f in t["figures"]], tuple(requirements),
                        {k: Objective(o["variable"], o["best"]) for k, o in t["objectives"].items()})
 
+    @cached_property
+    def serve_replay(self) -> tuple[tuple[str, str, bool], ...]:
+        """The serving replay's parameters: (field, catalog variable, optional)."""
+        return tuple((p["field"], p["variable"], bool(p.get("optional", False)))
+                     for p in self._table("serve_replay")["parameters"])
+
     def fields_for(self, run) -> RunFields:
         """The field bindings of a run: serving ones for a serving run file, else the training ones."""
         from .serve_run import ServeRunSpec
