@@ -15,6 +15,7 @@ from gpustack_compiler.errors import CatalogError, InputError
 from gpustack_compiler.models import Quantity
 from gpustack_compiler.source import ManifestSource
 from gpustack_sim import Engine
+from gpustack_sim.analyses.sweep import parse_grid
 from helpers import CATALOG, REPO, calibration_data, run_cli, run_cli_here
 
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
@@ -327,3 +328,14 @@ def test_sweep_axes_take_typed_values(engine: Engine) -> None:
                        top=2)
     assert out.evaluated == 2 and {r["recompute"] for r in out.top} <= {"full", "selective"}
     assert all(r["sequence_parallel"] == 1 and r["dp"] == 32 for r in out.top)
+
+
+def test_sweep_reads_integer_choices_from_grid_text(engine: Engine) -> None:
+    # `--grid zero_stage=1` was refused for every value: the text '1' was checked against the integers 0-3
+    out = engine.sweep(engine.load_run(RUN), parse_grid(["zero_stage=0,1,2,3"]), top=4)
+    assert out.evaluated == out.valid == 4 and sorted(r["zero_stage"] for r in out.top) == [0, 1, 2, 3]
+    memory = {r["zero_stage"]: r["memory_per_gpu_GB"] for r in out.top}
+    assert memory[0] > memory[1] > memory[2] > memory[3]  # each stage shards more of the model state
+    with pytest.raises(InputError) as exc:
+        engine.sweep(engine.load_run(RUN), parse_grid(["zero_stage=4"]))
+    assert exc.value.message == "--grid zero_stage: '4': Input should be 0, 1, 2 or 3"
