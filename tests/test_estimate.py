@@ -6,6 +6,7 @@ their own, since their output must not depend on the process (string hashes diff
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from pathlib import Path
 
@@ -228,9 +229,13 @@ def test_sweep_ranks_and_counts_rejections(build: Path) -> None:
              "--grid", "micro_batch=1,2,4", "--json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert out["evaluated"] == 5 * 4 * 3 and out["valid"] + sum(out["rejected"].values()) == out["evaluated"]
-    assert "heads not divisible by tp" not in out["rejected"]  # 64 heads divide by every tp here
-    assert out["rejected"].get("kv heads and tp do not divide each other", 0) == 0
+    # Grid points that are no layout of 1,024 GPUs never reach the model; the rest are valid or rejected.
+    assert out["grid_points"] == 5 * 4 * 3 == out["evaluated"] + sum(out["skipped"].values())
+    assert out["valid"] + sum(out["rejected"].values()) == out["evaluated"] == 35
+    assert out["skipped"] == {"global batch not divisible by dp x micro batch": 10,  # dp 512 or 1,024 at B = 512
+                              "interleaving without pipeline parallelism": 9, "sequence parallelism needs tp > 1": 6}
+    assert "par.tp.divides_heads" not in out["rejected"]  # 64 heads, 8 kv heads divide by every tp here
+    assert out["rejected"]["cluster.scaleup.holds_tp"] == 9  # tp 16 spans two 8-GPU nodes
     scores = [r["tokens_per_sec"] for r in out["top"]]
     assert scores == sorted(scores, reverse=True) and len(scores) >= 1
     for r in out["top"]:
@@ -339,3 +344,22 @@ def test_sweep_reads_integer_choices_from_grid_text(engine: Engine) -> None:
     with pytest.raises(InputError) as exc:
         engine.sweep(engine.load_run(RUN), parse_grid(["zero_stage=4"]))
     assert exc.value.message == "--grid zero_stage: '4': Input should be 0, 1, 2 or 3"
+
+
+def test_a_sweep_ranks_exactly_the_layouts_the_estimate_does_not_warn_about(engine: Engine) -> None:
+    # The sweep judges layouts by the catalog's own constraints and validity conditions, evaluated on the
+    # grid, so it can neither rank a layout the estimate calls violating nor reject one the estimate accepts.
+    run = engine.load_run(RUN)
+    out = engine.sweep(run, parse_grid(["tp=2,8,16", "pp=1,4,8", "micro_batch=1,4"]), top=100)
+    ranked = {(r["tp"], r["pp"], r["micro_batch"]) for r in out.top}
+    assert len(ranked) == out.valid and 0 < out.valid < out.evaluated
+    judged = 0
+    for tp, pp, mb in itertools.product((2, 8, 16), (1, 4, 8), (1, 4)):
+        dp = 1024 // (tp * pp)
+        if run.layout.global_batch % (dp * mb) or pp == 1:  # no layout (pp 1 with the run's interleave of 5)
+            continue
+        layout = run.layout.model_copy(update={"tp": tp, "pp": pp, "dp": dp, "micro_batch": mb})
+        est = engine.estimate(run.model_copy(update={"layout": layout}), samples=0)
+        assert ((tp, pp, mb) in ranked) == (not est.warnings), (tp, pp, mb, est.warnings)
+        judged += 1
+    assert judged == out.evaluated

@@ -83,12 +83,15 @@ def _arguments(text: str, family: Family, args: str) -> dict[str, str]:
 
 
 _VMIN, _VMAX = sympy.Function("vmin"), sympy.Function("vmax")
-_ELEMENTWISE = {"vmin": lambda *a: functools.reduce(np.minimum, a), "vmax": lambda *a: functools.reduce(np.maximum, a)}
+_VAND, _VOR = sympy.Function("vand"), sympy.Function("vor")
+_ELEMENTWISE = {"vmin": lambda *a: functools.reduce(np.minimum, a), "vmax": lambda *a: functools.reduce(np.maximum, a),
+                "vand": lambda *a: functools.reduce(np.logical_and, a),
+                "vor": lambda *a: functools.reduce(np.logical_or, a)}
 
 
 def vectorize(symbols: list, expr: sympy.Basic):
-    """Compile `expr` to a numpy function of `symbols`, elementwise throughout: lambdify's Min/Max stack
-    their arguments, which fails when one is a scalar and another an array."""
+    """Compile `expr` to a numpy function of `symbols`, elementwise throughout: lambdify's Min/Max (and
+    And/Or) stack their arguments, which fails when one is a scalar and another an array."""
     args = [sympy.Symbol(f"x{i}") for i in range(len(symbols))]
     rebuilt = _for_numpy(expr, dict(zip(symbols, args)), {})
     # The numpy module itself, not "numpy": lambdify then runs `from numpy import *`, which with numpy 2
@@ -112,9 +115,9 @@ def vectorize_resolution(symbols: list, res: Resolution | Symbolic, zero: tuple[
     steps = []
     for name, stage in res.stages.items():
         if name not in compiled:
-            compiled[name] = _compile(stage)
+            compiled[name] = compile_stage(stage)
         steps.append((name, stage, compiled[name]))
-    target = _compile(res.symbolic)
+    target = compile_stage(res.symbolic)
 
     def fn(*arrays, noise=noise):
         env = {s.name: a for s, a in zip(symbols, arrays)}
@@ -125,10 +128,10 @@ def vectorize_resolution(symbols: list, res: Resolution | Symbolic, zero: tuple[
     return fn
 
 
-def _compile(stage):
+def compile_stage(stage):
     """A function of the values so far (name -> array): of a symbolic value, or of a draw's parameters."""
     if isinstance(stage, RandomValue):
-        parameters = {k: _compile(v) for k, v in stage.parameters.items()}
+        parameters = {k: compile_stage(v) for k, v in stage.parameters.items()}
         return lambda env: {k: f(env) for k, f in parameters.items()}
     if isinstance(stage, float):
         return lambda env: stage
@@ -218,8 +221,8 @@ def _ite_as_and_or(cond, then, other, evaluate: bool = False) -> sympy.Basic:
                     sympy.And(sympy.Not(cond, evaluate=evaluate), other, evaluate=evaluate), evaluate=evaluate)
 
 
-# Node types rebuilt as another for numpy: Min/Max elementwise, ITE without logic simplification.
-_FOR_NUMPY = {sympy.Min: _VMIN, sympy.Max: _VMAX, ITE: _ite_as_and_or}
+# Node types rebuilt as another for numpy: Min/Max/And/Or elementwise, ITE without logic simplification.
+_FOR_NUMPY = {sympy.Min: _VMIN, sympy.Max: _VMAX, sympy.And: _VAND, sympy.Or: _VOR, ITE: _ite_as_and_or}
 
 
 def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:

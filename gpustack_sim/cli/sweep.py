@@ -46,8 +46,12 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
     # A plot shows every valid layout; the text still lists the best --top.
     with chunked("layouts", workers, scheduler) as (client, tick):
         result = eng.sweep(run, parse_grid(grid), objective, top if plot is None else 10**9, client, tick)
-    err(f"swept {result.evaluated} layouts in {result.seconds:.2f} s")
+    err(result.timing())
     lines = [f"{result.evaluated} layouts evaluated: {result.valid} valid"]
+    if result.grid_points is not None:
+        lines[0] = f"{result.grid_points} grid points, " + lines[0]
+    for reason, count in sorted(result.skipped.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  skipped  {count:>8}  {reason}")
     lines += [f"  note: {n}" for n in result.notes]
     for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
         lines.append(f"  rejected {count:>8}  {reason}")

@@ -1,10 +1,15 @@
-"""Relations parsed into sympy, kept between runs of the command line.
+"""Relations parsed into sympy, and the symbolic models resolved from them, kept between runs of the
+command line.
 
 Turning a relation's text into sympy is most of what a resolution costs (an estimate parses some
 400 of them), and every run parsed them again. The parsed expressions are pickled in the build
 cache, in a file named by the manifest's catalog hash and by the code that parses them, and read
 back on first use with sympy's evaluation off: they were pickled in canonical form, so rebuilding
 them unevaluated gives identical objects at a tenth of the cost of parsing.
+
+The same memo keeps a sweep's numeric model (analyses/sweep.py: a run's objective, memory and open
+conditions resolved with the layout left symbolic) under ("numeric model", digest of the run): most of
+a sweep's fixed cost is that resolution. The file's name then also covers the code that resolves.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import sys
 from pathlib import Path
 
 PARSING_CODE = ("expressions.py", "symbolic.py", "units.py")  # in gpustack_compiler: what builds the expressions
+# What resolves the stored models: the relation kinds (gpustack_compiler/kinds) and, in gpustack_sim, these.
+RESOLVING_CODE = ("engine/resolver.py", "analyses/sweep.py", "analyses/uncertainty.py")
 
 
 def cache_file(cache_dir: Path, catalog_hash: str) -> Path:
@@ -28,6 +35,11 @@ def cache_file(cache_dir: Path, catalog_hash: str) -> Path:
     digest = hashlib.sha256(f"{sympy.__version__} {sys.version_info[:2]}".encode())
     for name in PARSING_CODE:
         digest.update((code / name).read_bytes())
+    for path in sorted((code / "kinds").glob("*.py")):
+        digest.update(path.read_bytes())
+    engine = Path(__file__).resolve().parent.parent
+    for name in RESOLVING_CODE:
+        digest.update((engine / name).read_bytes())
     digest.update(Path(__file__).read_bytes())
     return cache_dir / f"parsed-{catalog_hash[:16]}-{digest.hexdigest()[:16]}.pickle"
 
