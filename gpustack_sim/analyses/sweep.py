@@ -29,7 +29,7 @@ from ..engine.resolver import ResolveError, Resolver
 from ..engine.run import RunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
 from .layouts import DERIVED, Layouts, every_value, generate
-from .uncertainty import STAGE_LIMIT, Symbolic, compile_stage
+from .uncertainty import STAGE_LIMIT, from_source, stage_source
 
 # Layouts per chunk, chosen by measurement (benchmarks/bench_sweep.py --chunks): some tens of float columns of
 # this length and their temporaries stay within the caches; at 2^18 they page-fault and evaluation is 2.4x
@@ -152,20 +152,22 @@ def math_prod(lengths) -> int:
 
 @dataclass
 class NumericModel:
-    """A run's objective, memory per GPU and capacity (base-unit constants or symbolic values) in the swept
-    variables, with the conditions (constraints, validity) they leave open: name -> Symbolic, each a
-    boolean of the swept variables. What the sweep compiles; kept in the build cache between runs."""
+    """A run's objective, memory per GPU and capacity in the swept variables, with the conditions
+    (constraints, validity) they leave open, each a boolean of the swept variables: compiled, as the
+    sources of numpy functions (uncertainty.stage_source), so that the build cache can keep it whole.
+    Stages come first, in an order that puts each after those it reads."""
 
-    programs: dict  # target, memory per GPU, capacity -> float | Symbolic
-    conditions: dict
+    stages: list[tuple[str, list[str], str]]  # name, names read, source
+    programs: list[float | tuple[list[str], str]]  # target, memory per GPU, capacity: constant or compiled
+    conditions: dict[str, tuple[list[str], str]]  # in the order they are judged
     zero: tuple[str, ...]  # names read as 0 (runtime buffers, which have no source)
     notes: tuple[str, ...]
 
 
 def numeric_model(resolver: Resolver, scenario: Scenario, swept: list[str], names: tuple[str, str, str],
                   buffers: str) -> NumericModel:
-    """The symbolic resolution of `names` with `swept` held, from the build cache when this catalog, code
-    and run resolved it before."""
+    """The symbolic resolution of `names` with `swept` held, compiled; from the build cache when this
+    catalog, code and run resolved it before."""
     held = scenario.holding(swept)
     key = ("numeric model", _digest(held, names))
     cached = resolver.memo.get(key)
@@ -173,7 +175,8 @@ def numeric_model(resolver: Resolver, scenario: Scenario, swept: list[str], name
         return cached
     opened: dict = {}
     resolved = resolver.resolve_many(list(names), held, stage_limit=STAGE_LIMIT, conditions=opened)
-    programs: dict = {}
+    programs: list = []
+    stages: dict = {}
     notes, zero = [], ()
     for name in names:
         res = resolved[name]
@@ -185,19 +188,24 @@ def numeric_model(resolver: Resolver, scenario: Scenario, swept: list[str], name
             notes.append(f"memory fit judged before runtime buffers ({buffers} has no source)")
         elif res.missing:
             raise InputError(f"sweep: {name} still needs {', '.join(sorted(res.missing))}", "add them to a preset")
-        scale = resolver.variable(name).scale
-        programs[name] = res.value * scale if res.value is not None else Symbolic(res.symbolic, res.stages)
+        if res.value is not None:
+            programs.append(res.value * resolver.variable(name).scale)
+        else:
+            programs.append(stage_source(res.symbolic))
+            stages.update(res.stages)
     given = set(swept) | set(zero)
-    conditions = {}
-    for name, (_kind, condition, stages) in opened.items():
-        free = {s.name for s in condition.free_symbols} | {s.name for v in stages.values() for s in v.free_symbols}
+    conditions = []
+    for name, (_kind, condition, used) in opened.items():
+        free = {s.name for s in condition.free_symbols} | {s.name for v in used.values() for s in v.free_symbols}
         # Open in a root the run leaves missing, a condition is as undetermined for a layout as for the
         # estimate, which does not call it violated either.
-        if free - set(stages) <= given:
-            conditions[name] = (len(free & given), Symbolic(condition, stages))
+        if free - set(used) <= given:
+            conditions.append((len(free & given), name, condition))
+            stages.update(used)
     # The conditions that read fewer of the layout first (divisibility before memory), then by name.
-    ordered = {n: c for n, (_, c) in sorted(conditions.items(), key=lambda kv: (kv[1][0], kv[0]))}
-    model = NumericModel(programs, ordered, zero, tuple(notes))
+    model = NumericModel([(n, *stage_source(s)) for n, s in _ordered(stages)], programs,
+                         {name: stage_source(c) for _, name, c in sorted(conditions, key=lambda c: c[:2])},
+                         zero, tuple(notes))
     resolver.memo[key] = model
     return model
 
@@ -275,17 +283,10 @@ class Plan:
 
 
 def _compiled(model: NumericModel) -> tuple[list, list, list]:
-    """Every stage once (programs and conditions share them), in an order that puts each after the stages
-    it reads; then a function per program and per condition, of the values so far."""
-    stages: dict = {}
-    for p in [*model.programs.values(), *model.conditions.values()]:
-        if isinstance(p, Symbolic):
-            stages.update(p.stages)
-    steps = [(name, compile_stage(stage)) for name, stage in _ordered(stages)]
-    programs = [(lambda env, v=p: v) if not isinstance(p, Symbolic) else compile_stage(p.symbolic)
-                for p in model.programs.values()]
-    conditions = [compile_stage(c.symbolic) for c in model.conditions.values()]
-    return steps, programs, conditions
+    """A function of the values so far per stage, program and condition."""
+    steps = [(name, from_source(names, source)) for name, names, source in model.stages]
+    programs = [(lambda env, v=p: v) if isinstance(p, float) else from_source(*p) for p in model.programs]
+    return steps, programs, [from_source(*c) for c in model.conditions.values()]
 
 
 def _ordered(stages: dict) -> list[tuple[str, object]]:

@@ -12,6 +12,7 @@ and the quantity parser, never evaluated.
 from __future__ import annotations
 
 import functools
+import inspect
 import pickle
 import re
 from collections.abc import Sequence
@@ -137,6 +138,23 @@ def compile_stage(stage):
         return lambda env: stage
     args = sorted(stage.free_symbols, key=lambda s: s.name)
     names, f = [a.name for a in args], vectorize(args, stage)
+    return lambda env: f(*(env[n] for n in names))
+
+
+def stage_source(stage: sympy.Basic) -> tuple[list[str], str]:
+    """The names a symbolic value reads and the Python source of its numpy function (`compile_stage`'s,
+    as lambdify prints it). Printing is most of compiling: a model kept as sources compiles again in
+    milliseconds (analyses/sweep.py keeps them in the build cache, beside the parsed relations)."""
+    args = sorted(stage.free_symbols, key=lambda s: s.name)
+    return [a.name for a in args], inspect.getsource(vectorize(args, stage))
+
+
+def from_source(names: list[str], source: str):
+    """A function of the values so far, from `stage_source`: the source compiled in the namespace
+    lambdify gives it (numpy, and the elementwise Min/Max/And/Or)."""
+    space = {**vars(np), **_ELEMENTWISE}
+    exec(compile(source, "<numeric model>", "exec"), space)  # noqa: S102 - source printed by lambdify, above
+    f = space["_lambdifygenerated"]
     return lambda env: f(*(env[n] for n in names))
 
 
