@@ -145,8 +145,8 @@ def test_a_sampler_sent_to_a_worker_computes_bit_for_bit_the_same(real_engine: E
 
 
 def test_a_symbolic_value_arrives_unevaluated_as_it_left():
-    # Unpickled evaluated, Min(1.2, 1, x) would fold to Min(1, x) and a sum could reorder: a sweep's plan and a
-    # sampler both carry their programs this way, so a worker compiles the same expression as this process.
+    # Unpickled evaluated, Min(1.2, 1, x) would fold to Min(1, x) and a sum could reorder: a sampler carries its
+    # programs this way, so a worker compiles the same expression as this process.
     import cloudpickle
     import sympy
 

@@ -13,7 +13,6 @@ catalog, the code and the run, so a second sweep of the run pays none of its sym
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 
@@ -24,6 +23,7 @@ from gpustack_compiler.limits import MAX_GRID_LAYOUTS, MAX_KEPT_LAYOUTS, refuse_
 
 from ..distributed import Backend, chunk_ranges
 from ..engine.bindings import FieldBinding
+from ..engine.cache import remembered, run_key
 from ..engine.facts import Facts
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.run import RunSpec
@@ -169,10 +169,12 @@ def numeric_model(resolver: Resolver, scenario: Scenario, swept: list[str], name
     """The symbolic resolution of `names` with `swept` held, compiled; from the build cache when this
     catalog, code and run resolved it before."""
     held = scenario.holding(swept)
-    key = ("numeric model", _digest(held, names))
-    cached = resolver.memo.get(key)
-    if cached is not None:
-        return cached
+    return remembered(resolver.memo, run_key("numeric model", held, names, STAGE_LIMIT),
+                      lambda: _numeric_model(resolver, held, swept, names, buffers))
+
+
+def _numeric_model(resolver: Resolver, held: Scenario, swept: list[str], names: tuple[str, str, str],
+                   buffers: str) -> NumericModel:
     opened: dict = {}
     resolved = resolver.resolve_many(list(names), held, stage_limit=STAGE_LIMIT, conditions=opened)
     programs: list = []
@@ -203,18 +205,9 @@ def numeric_model(resolver: Resolver, scenario: Scenario, swept: list[str], name
             conditions.append((len(free & given), name, condition))
             stages.update(used)
     # The conditions that read fewer of the layout first (divisibility before memory), then by name.
-    model = NumericModel([(n, *stage_source(s)) for n, s in _ordered(stages)], programs,
-                         {name: stage_source(c) for _, name, c in sorted(conditions, key=lambda c: c[:2])},
-                         zero, tuple(notes))
-    resolver.memo[key] = model
-    return model
-
-
-def _digest(held: Scenario, names: tuple) -> str:
-    """What a symbolic resolution depends on beyond the catalog and the code (which name the cache file)."""
-    text = repr((names, sorted((k, repr(a.value)) for k, a in held.assignments.items()), sorted(held.variants.items()),
-                 held.modes, sorted(held.sampled), STAGE_LIMIT))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return NumericModel([(n, *stage_source(s)) for n, s in _ordered(stages)], programs,
+                        {name: stage_source(c) for _, name, c in sorted(conditions, key=lambda c: c[:2])},
+                        zero, tuple(notes))
 
 
 @dataclass
