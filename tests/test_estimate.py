@@ -363,3 +363,19 @@ def test_a_sweep_ranks_exactly_the_layouts_the_estimate_does_not_warn_about(engi
         assert ((tp, pp, mb) in ranked) == (not est.warnings), (tp, pp, mb, est.warnings)
         judged += 1
     assert judged == out.evaluated
+
+
+def test_a_searched_grid_ranks_what_the_sweep_would(engine: Engine) -> None:
+    # --trials: a seeded Optuna search with the sweep's own layouts, conditions and objective
+    run, grid = engine.load_run(RUN), parse_grid(["tp=1,2,4,8", "pp=1,2,4,8", "micro_batch=1,2,4"])
+    swept = engine.sweep(run, grid, top=100)
+    by_layout = {(r["tp"], r["pp"], r["micro_batch"]): r["tokens_per_sec"] for r in swept.top}
+    few = engine.sweep(run, grid, top=100, trials=12)
+    assert few.to_dict() == engine.sweep(run, grid, top=100, trials=12).to_dict()  # same seed, same search
+    assert few.evaluated + sum(few.skipped.values()) <= 12 and "searched, not enumerated" in few.notes[-1]
+    for r in few.top:  # a layout the search ranks is one the sweep ranks, at the same objective
+        assert by_layout[(r["tp"], r["pp"], r["micro_batch"])] == r["tokens_per_sec"]
+    assert few.valid == len(few.top) and set(few.rejected) <= set(swept.rejected)
+    many = engine.sweep(run, grid, top=1, trials=400)
+    assert "saw 48 of 48 grid points" in many.notes[-1] and many.top == swept.top[:1]
+    assert many.evaluated == swept.evaluated and many.skipped == swept.skipped and many.rejected == swept.rejected

@@ -130,7 +130,7 @@ def generate(axes: dict[str, np.ndarray], grid_fields: tuple[str, ...], gpus: fl
                 index = index[keep]
         if len(index) > MAX_ROWS:
             raise InputError(f"--grid: more than {MAX_ROWS:,} layouts of {', '.join(ruled)} to hold",
-                             "sweep fewer values of those axes")
+                             "sweep fewer values of those axes, or search the grid with --trials N")
     return Layouts(rows, index, free, [axes[f] for f in free], [strides.get(f, 0) for f in free],
                    math.prod(lengths.values()), {r: c for r, c in skipped.items() if c})
 

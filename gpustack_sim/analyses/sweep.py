@@ -81,9 +81,11 @@ class SweepResult:
 
 
 def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: RunSpec, grid: dict[str, list],
-          objective: str, top: int, backend: Backend | None = None, progress=None) -> SweepResult:
+          objective: str, top: int, backend: Backend | None = None, progress=None,
+          trials: int | None = None, seed: int = 0) -> SweepResult:
     """`grid`: axis -> values, as text or as the run file would write them (`all`: every value that can be
-    part of a layout). `progress(done, total)` is told of chunks done."""
+    part of a layout). `progress(done, total)` is told of chunks done. With `trials`, the grid is searched
+    (search.py) instead of enumerated, with the same layouts, conditions and objective."""
     if objective not in facts.objectives:
         raise InputError(f"--objective {objective!r}: one of {', '.join(facts.objectives)}")
     target, best = facts.objectives[objective].variable, facts.objectives[objective].best
@@ -112,11 +114,31 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
                for k, b in axes.items() if not (derive_dp and b.field == DERIVED)}
     recompute = next((b for b in axes.values() if b.field == "layout.recompute"), None)
     full = coded(recompute, "full") if recompute is not None and run.layout.recompute_modules.any else None
-    layouts = generate(columns, tuple(axes[k].field for k in on_grid), float(run.gpus),
-                       float(run.layout.global_batch), full)
+    names_of = {k: {coded(b, key): key for key in b.values} for k, b in axes.items() if b.read == "enumeration"}
+
+    def rows_of(cols: dict, order: np.ndarray, score: np.ndarray, memory: np.ndarray) -> list[dict]:
+        return [{**{k: shown(_at(cols[b.field], j), names_of.get(k)) for k, b in axes.items()},
+                 objective: float(score[i]), "memory_per_gpu_GB": float(memory[i] / 8e9)} for j, i in enumerate(order)]
+
+    def layouts_of(cols: dict) -> Layouts:
+        return generate(cols, tuple(axes[k].field for k in on_grid), float(run.gpus), float(run.layout.global_batch),
+                        full)
 
     model = numeric_model(resolver, scenario, [b.variable for b in axes.values()], (target, mem.per_gpu, mem.capacity),
                           mem.buffers)
+    if trials is not None:
+        from .search import search
+
+        plan = Plan(fields=tuple(b.field for b in axes.values()),
+                    symbols=[resolver.symbol(b.variable) for b in axes.values()], layouts=None, model=model,
+                    scale=resolver.variable(target).scale, descending=best == "max", top=top)
+        found = search(plan, columns, tuple(axes[k].field for k in on_grid), layouts_of, trials, seed)
+        order = plan.best(found.index, found.score)
+        return SweepResult(objective, target, resolver.variable(target).units, found.evaluated, found.valid,
+                           found.rejected, rows_of(found.columns(order), order, found.score, found.memory),
+                           time.perf_counter() - start, [*model.notes, *found.notes], found.grid_points,
+                           found.skipped, found.model_seconds)
+    layouts = layouts_of(columns)
     plan = Plan(fields=tuple(b.field for b in axes.values()), symbols=[resolver.symbol(b.variable) for b in axes.values()],
                 layouts=layouts, model=model, scale=resolver.variable(target).scale, descending=best == "max", top=top)
     n = layouts.size
@@ -134,12 +156,9 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
     at = np.concatenate([p.at for p in parts]) if parts else np.zeros(0, dtype=np.int64)
     order = plan.best(index, score)
     cols, _ = layouts.at(at[order])
-    names_of = {k: {coded(b, key): key for key in b.values} for k, b in axes.items() if b.read == "enumeration"}
-    rows = [{**{k: shown(_at(cols[b.field], j), names_of.get(k)) for k, b in axes.items()},
-             objective: float(score[i]),
-             "memory_per_gpu_GB": float(memory[i] / 8e9)} for j, i in enumerate(order)]
     return SweepResult(objective, target, resolver.variable(target).units, n, int(sum(p.valid for p in parts)),
-                       {r: int(c) for r, c in zip(plan.reasons, counts) if c}, rows, time.perf_counter() - start,
+                       {r: int(c) for r, c in zip(plan.reasons, counts) if c}, rows_of(cols, order, score, memory),
+                       time.perf_counter() - start,
                        list(model.notes), layouts.grid_points, layouts.skipped, model_seconds)
 
 
@@ -230,7 +249,7 @@ class Plan:
 
     fields: tuple[str, ...]  # of every sweep axis, in the order of `symbols`
     symbols: list
-    layouts: Layouts
+    layouts: Layouts | None  # None when the grid is searched (search.py) instead
     model: NumericModel
     scale: float  # of the objective's declared unit
     descending: bool
@@ -301,20 +320,23 @@ def _ordered(stages: dict) -> list[tuple[str, object]]:
 
 
 def _chunk(plan: Plan, span: tuple[int, int]) -> ChunkResult:
-    counts = np.zeros(len(plan.reasons), dtype=np.int64)
+    cols, index = plan.layouts.at(np.arange(*span, dtype=np.int64))
+    reason, score, used = judge(plan, cols, len(index))
+    counts = np.bincount(reason[reason >= 0], minlength=len(plan.reasons))
+    ok = np.flatnonzero(reason < 0)
+    at = plan.best(index[ok], score[ok])
+    return ChunkResult(counts, len(ok), index[ok][at], ok[at] + span[0], score[ok][at], used[ok][at])
+
+
+def judge(plan: Plan, cols: dict, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of `n` layouts: the first reason (position in plan.reasons) each is rejected for, -1 when valid; the
+    objective in its declared units; memory per GPU (bits)."""
+    reason = np.full(n, -1, dtype=np.int64)
     with np.errstate(all="ignore"):
-        cols, index = plan.layouts.at(np.arange(*span, dtype=np.int64))
-        n = len(index)
         (objective, used, cap), held = plan.evaluate(cols, n)
-        valid = np.ones(n, dtype=bool)
         for k, mask in enumerate([*held, used <= cap, np.isfinite(objective)]):
-            new = valid & ~mask
-            counts[k] = np.count_nonzero(new)
-            valid &= mask
-        ok = np.flatnonzero(valid)
-        score = objective[ok] / plan.scale
-    at = plan.best(index[ok], score)
-    return ChunkResult(counts, len(ok), index[ok][at], ok[at] + span[0], score[at], used[ok][at])
+            reason[(reason < 0) & ~mask] = k
+        return reason, objective / plan.scale, used
 
 
 def _at(column, j: int) -> float:
