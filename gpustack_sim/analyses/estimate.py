@@ -209,7 +209,10 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
             out[target] = {p: res.value for p in at}
         else:
             varying[target] = res
-    values = Sampler([resolver.symbol(n) for n in names], dists, varying, seed).run(samples, backend) \
+    # the printed numpy sources of the compiled targets, kept with the resolution (a target's key is `=NAME`)
+    sources = remembered(resolver.memo, run_key("estimate interval sources", held, targets, STAGE_LIMIT), dict,
+                         lambda _: True)
+    values = Sampler([resolver.symbol(n) for n in names], dists, varying, seed, sources).run(samples, backend) \
         if varying else {}
     for target in symbolic:
         if target in values:

@@ -106,19 +106,21 @@ STAGE_LIMIT = 200
 
 
 def vectorize_resolution(symbols: list, res: Resolution | Symbolic, zero: tuple[str, ...] = (),
-                         compiled: dict | None = None, noise: dict[str, np.ndarray] | None = None):
+                         compiled: dict | None = None, noise: dict[str, np.ndarray] | None = None,
+                         sources: dict | None = None, key: str | None = None):
     """A numpy function of `symbols` for a symbolic resolution. A staged one is compiled stage by stage
     (once per `compiled` cache, which several targets of one run may share) and evaluated in dependency
     order, then the target from the stages. A drawn stage (a stochastic relation under Monte Carlo) turns
     its standard `noise` (given here, or to each call) into draws with its parameters as evaluated. Names in
-    `zero` read as 0."""
+    `zero` read as 0. With `sources` (stage names, and `key` for the target -> `stage_source`), what lambdify
+    printed before is compiled again instead of printed again, and what it prints now is added."""
     compiled = {} if compiled is None else compiled
     steps = []
     for name, stage in res.stages.items():
         if name not in compiled:
-            compiled[name] = compile_stage(stage)
+            compiled[name] = compile_stage(stage, sources, name)
         steps.append((name, stage, compiled[name]))
-    target = compile_stage(res.symbolic)
+    target = compile_stage(res.symbolic, sources, key)
 
     def fn(*arrays, noise=noise):
         env = {s.name: a for s, a in zip(symbols, arrays)}
@@ -129,13 +131,18 @@ def vectorize_resolution(symbols: list, res: Resolution | Symbolic, zero: tuple[
     return fn
 
 
-def compile_stage(stage):
-    """A function of the values so far (name -> array): of a symbolic value, or of a draw's parameters."""
+def compile_stage(stage, sources: dict | None = None, key: str | None = None):
+    """A function of the values so far (name -> array): of a symbolic value, or of a draw's parameters.
+    With `sources` and a `key`, from the source printed for that key before (printing it now if not)."""
     if isinstance(stage, RandomValue):
-        parameters = {k: compile_stage(v) for k, v in stage.parameters.items()}
+        parameters = {k: compile_stage(v, sources, key and f"{key}~{k}") for k, v in stage.parameters.items()}
         return lambda env: {k: f(env) for k, f in parameters.items()}
     if isinstance(stage, float):
         return lambda env: stage
+    if sources is not None and key is not None:
+        if key not in sources:
+            sources[key] = stage_source(stage)
+        return from_source(*sources[key])
     args = sorted(stage.free_symbols, key=lambda s: s.name)
     names, f = [a.name for a in args], vectorize(args, stage)
     return lambda env: f(*(env[n] for n in names))
@@ -203,9 +210,13 @@ class Sampler:
     """Chunks of a Monte Carlo run: the sampled roots and the symbolic targets, drawn and evaluated chunk by
     chunk, here or on a Dask worker (each process compiles the targets once)."""
 
-    def __init__(self, symbols: list, dists: list[Distribution], targets: dict[str, Resolution], seed: int):
+    def __init__(self, symbols: list, dists: list[Distribution], targets: dict[str, Resolution], seed: int,
+                 sources: dict | None = None):
+        """`sources`: the compiled targets' sources kept from an earlier run (vectorize_resolution), filled
+        as this one compiles."""
         self.symbols, self.dists, self.seed = symbols, dists, seed
         self.targets = {t: Symbolic(r.symbolic, r.stages) for t, r in targets.items()}
+        self.sources = sources
         self._fns: dict | None = None
 
     def __getstate__(self) -> dict:
@@ -214,7 +225,8 @@ class Sampler:
     def chunk(self, index: int, n: int) -> dict[str, np.ndarray]:
         if self._fns is None:
             compiled: dict = {}
-            self._fns = {t: vectorize_resolution(self.symbols, p, compiled=compiled) for t, p in self.targets.items()}
+            self._fns = {t: vectorize_resolution(self.symbols, p, compiled=compiled, sources=self.sources, key=f"={t}")
+                         for t, p in self.targets.items()}
         draws, noise = draw_inputs(self.dists, list(self.targets.values()), self.seed, n, index)
         return {t: np.broadcast_to(np.asarray(f(*draws, noise=noise), dtype=float), (n,))
                 for t, f in self._fns.items()}
