@@ -379,3 +379,16 @@ def test_a_searched_grid_ranks_what_the_sweep_would(engine: Engine) -> None:
     many = engine.sweep(run, grid, top=1, trials=400)
     assert "saw 48 of 48 grid points" in many.notes[-1] and many.top == swept.top[:1]
     assert many.evaluated == swept.evaluated and many.skipped == swept.skipped and many.rejected == swept.rejected
+
+
+def test_grid_all_takes_every_value_that_can_be_part_of_a_layout(engine: Engine) -> None:
+    out = engine.sweep(engine.load_run(RUN), parse_grid(["tp=all", "zero_stage=all"]), top=100)
+    # tp: the 11 divisors of 1,024 GPUs; zero_stage: the run file's choices 0-3
+    assert out.grid_points == 11 * 4 and out.evaluated == 8 * 4
+    assert out.skipped == {"tp*pp*dp*cp differs from the GPU count": 2 * 4,  # tp 512 and 1,024 at pp 4
+                           "sequence parallelism needs tp > 1": 4}
+    assert out.rejected["cluster.scaleup.holds_tp"] == 5 * 4  # tp 16-256 on 8-GPU nodes
+    assert {r["tp"] for r in out.top} <= {2, 4, 8} and {r["zero_stage"] for r in out.top} == {0, 1, 2, 3}
+    with pytest.raises(InputError) as exc:  # `all` stands alone
+        engine.sweep(engine.load_run(RUN), parse_grid(["micro_batch=all,1"]))
+    assert exc.value.message.startswith("--grid micro_batch: 'all': Input should be a valid integer")

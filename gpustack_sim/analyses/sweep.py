@@ -129,6 +129,8 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
     if trials is not None:
         from .search import search
 
+        if backend is not None and backend.client is not None:
+            raise InputError("--trials searches in this process: drop --workers/--scheduler")
         plan = Plan(fields=tuple(b.field for b in axes.values()),
                     symbols=[resolver.symbol(b.variable) for b in axes.values()], layouts=None, model=model,
                     scale=resolver.variable(target).scale, descending=best == "max", top=top)
