@@ -124,6 +124,10 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
         return generate(cols, tuple(axes[k].field for k in on_grid), float(run.gpus), float(run.layout.global_batch),
                         full)
 
+    if trials is None:
+        layouts = layouts_of(columns)
+        refuse_over(min(layouts.size, top), MAX_KEPT_LAYOUTS, "layouts kept (--top, or every valid one for --plot)",
+                    "a smaller grid, or no --plot")
     model = numeric_model(resolver, scenario, [b.variable for b in axes.values()], (target, mem.per_gpu, mem.capacity),
                           mem.buffers)
     if trials is not None:
@@ -140,12 +144,9 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
                            found.rejected, rows_of(found.columns(order), order, found.score, found.memory),
                            time.perf_counter() - start, [*model.notes, *found.notes], found.grid_points,
                            found.skipped, found.model_seconds)
-    layouts = layouts_of(columns)
     plan = Plan(fields=tuple(b.field for b in axes.values()), symbols=[resolver.symbol(b.variable) for b in axes.values()],
                 layouts=layouts, model=model, scale=resolver.variable(target).scale, descending=best == "max", top=top)
     n = layouts.size
-    refuse_over(min(n, top), MAX_KEPT_LAYOUTS, "layouts kept (--top, or every valid one for --plot)",
-                "a smaller grid, or no --plot")
     plan.compile()  # here, so that the evaluation time is evaluation's (a worker compiles its own copy)
     evaluating = time.perf_counter()
     parts = (backend or Backend()).map(_chunk, plan, chunk_ranges(n, CHUNK), progress)
