@@ -13,6 +13,7 @@ catalog, the code and the run, so a second sweep of the run pays none of its sym
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -106,7 +107,8 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
     on_grid = [k for k in axes if k in grid]
     values = {k: every_value(axes[k], run) if [str(v) for v in grid[k]] == [ALL] else read_values(axes[k], grid[k])
               for k in on_grid}
-    refuse_over(math_prod(len(v) for v in values.values()), MAX_GRID_LAYOUTS, "--grid: points on the grid "
+    # Python ints: a huge grid must not wrap around
+    refuse_over(math.prod(len(v) for v in values.values()), MAX_GRID_LAYOUTS, "--grid: points on the grid "
                 f"({' x '.join(str(len(v)) for v in values.values()) or '1'})", "sweep fewer values per axis")
     derive_dp = not any(axes[k].field == DERIVED for k in grid)
     columns = {b.field: np.array([coded(b, v) for v in values[k]] if k in values
@@ -163,13 +165,6 @@ def sweep(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Run
                        {r: int(c) for r, c in zip(plan.reasons, counts) if c}, rows_of(cols, order, score, memory),
                        time.perf_counter() - start,
                        list(model.notes), layouts.grid_points, layouts.skipped, model_seconds)
-
-
-def math_prod(lengths) -> int:
-    out = 1
-    for n in lengths:
-        out *= n  # Python ints: a huge grid must not wrap around
-    return out
 
 
 @dataclass
