@@ -22,6 +22,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -103,7 +104,8 @@ def calculon_rows(budget: float) -> tuple[list[str], dict]:
     singles = [timed(lambda: evaluate(one))[2] for _ in range(5)]
     start, done, good = time.process_time(), 0, 0
     wall = time.perf_counter()
-    for exe in layouts:
+    # spread over the whole space (its first layouts are all tp 1, which do not fit), in a fixed order
+    for exe in layouts[::max(1, len(layouts) // 1000)]:
         good += evaluate(exe) is not None
         done += 1
         if time.process_time() - start > budget:
@@ -189,9 +191,13 @@ def gpustack_rows(calculon: dict | None, chunks: bool) -> list[str]:
         args = ["--catalog", str(REPO / "catalog"), "--build-dir", build, "estimate", str(RUN),
                 *[a for s in SET for a in ("--set", s)]]
         median_wall(args, 1)  # fills the caches an estimate reads
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         process = median_wall(args, 3)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / 3
         rows.append(row("`gpustack estimate` process, warm caches, median of 3", process, "s wall", "<= 0.5",
                         process <= 0.5))
+        rows.append(row("  its CPU time, mean of the 3 (imports: sympy alone ~0.6 s)", cpu, "s CPU"))
     return rows
 
 
