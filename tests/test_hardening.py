@@ -236,3 +236,9 @@ def test_a_csv_row_with_too_few_or_too_many_cells_names_its_row(cli, tmp_path) -
 def test_a_simulated_horizon_over_the_limit_is_refused(cli, days, words) -> None:
     # `--days 1e400` raised OverflowError; a long horizon grows the event log without bound
     one_line_error(cli("simulate", str(RUN), "--days", days), 2, "days of wallclock", *words)
+
+
+def test_a_search_refuses_workers_before_starting_them(cli) -> None:
+    # --trials runs in the command's process: a cluster would be started for nothing
+    one_line_error(cli("sweep", str(RUN), "--grid", "tp=all", "--trials", "5", "--workers", "2"), 2,
+                   "--trials searches in this process")

@@ -41,6 +41,8 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
 
     if not grid:
         raise InputError("--grid is required, e.g. --grid tp=1,2,4,8 --grid pp=1,2,4,8")
+    if trials is not None and (workers is not None or scheduler is not None):
+        raise InputError("--trials searches in this process: drop --workers/--scheduler")
     from ..engine.serve_run import ServeRunSpec
 
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
