@@ -75,3 +75,18 @@ def test_what_a_run_resolves_is_read_back_not_resolved_again(build: Path, monkey
     other = run.model_copy(update={"gpus": 512})
     with pytest.raises(AssertionError, match="resolved again"):
         second.estimate(other, samples=300)  # another run is another key
+
+
+def test_only_the_newest_results_are_written_back(tmp_path: Path) -> None:
+    from gpustack_sim.engine.cache import KEPT_RESULTS, RESULT, ParsedRelations
+
+    memo = ParsedRelations(tmp_path / "parsed.pickle")
+    memo[("some.relation", "expression")] = 1.0
+    for k in range(KEPT_RESULTS + 5):
+        memo[(RESULT, "test", str(k))] = {"k": k}
+    memo.save()
+    again = ParsedRelations(tmp_path / "parsed.pickle")
+    assert again[("some.relation", "expression")] == 1.0
+    kept = [k for k in range(KEPT_RESULTS + 5) if (RESULT, "test", str(k)) in again]
+    assert kept == list(range(5, KEPT_RESULTS + 5))  # the oldest five dropped
+    assert again[(RESULT, "test", "7")] == {"k": 7} and again.get((RESULT, "test", "0")) is None
