@@ -71,8 +71,9 @@ def speedups(engine: Engine, run, layouts: int, replications: int) -> None:
             walls["simulate"][n] = time.perf_counter() - start
             answers["simulate"].add(json.dumps(sim.to_dict(), sort_keys=True, default=str))
             worker_peak = max(client.run(peak_rss_mb).values())
-        print(f"  {n} worker(s): sweep of {result.evaluated:,} layouts {walls['sweep'][n]:.2f} s "
-              f"({result.evaluated / walls['sweep'][n]:,.0f} layouts/s); {replications} 54-day replications of a "
+        print(f"  {n} worker(s): sweep of {result.grid_points:,} grid points ({result.evaluated:,} layouts evaluated) "
+              f"{walls['sweep'][n]:.2f} s ({result.evaluated / walls['sweep'][n]:,.0f} evaluations/s); "
+              f"{replications} 54-day replications of a "
               f"16,384-GPU job {walls['simulate'][n]:.2f} s; largest worker peak RSS {worker_peak:.0f} MB; {load()}")
     for what in walls:
         ratio = walls[what][1] / walls[what][2]
@@ -85,12 +86,13 @@ def single_core(engine: Engine, run, layouts: int) -> None:
     small = PER_DP * 2
     cold = Engine(engine.source)  # nothing resolved or compiled yet
     wall, result = timed_sweep(cold, run, small)
-    print(f"  end to end, cold engine, {result.evaluated:,} layouts: {wall:.2f} s = "
-          f"{result.evaluated / wall:,.0f} layouts/s (resolving and compiling the model is most of it)")
+    print(f"  end to end, cold engine, {result.grid_points:,} grid points, {result.evaluated:,} layouts evaluated: "
+          f"{wall:.2f} s (resolving and compiling the model is most of it)")
     timed_sweep(engine, run, small)
     wall, result = timed_sweep(engine, run, layouts)
-    print(f"  steady state, {result.evaluated:,} layouts ({result.valid:,} valid): {wall:.2f} s = "
-          f"{result.evaluated / wall:,.0f} layouts/s   goal >= 1,000,000; {load()}")
+    print(f"  steady state, {result.grid_points:,} grid points, {result.evaluated:,} layouts evaluated "
+          f"({result.valid:,} valid): {wall:.2f} s = {result.evaluated / wall:,.0f} evaluations/s, "
+          f"{result.grid_points / wall:,.0f} grid points/s; {load()}")
 
 
 def memory(layouts: list[int]) -> None:
@@ -99,14 +101,13 @@ def memory(layouts: list[int]) -> None:
             "from bench_scale import grid, RUN; from gpustack_sim import Engine;"
             "e = Engine.open(Path('catalog'), None); run = e.load_run(RUN);"
             "t = time.perf_counter(); r = e.sweep(run, grid(int(sys.argv[1])), 'tokens_per_sec', 10);"
-            "print(json.dumps([r.evaluated, time.perf_counter() - t,"
+            "print(json.dumps([r.grid_points, time.perf_counter() - t,"
             " resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
     for n in layouts:
         res = subprocess.run([sys.executable, "-c", code, str(n)], cwd=REPO, capture_output=True, text=True,
                              env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
-        evaluated, wall, peak = json.loads(res.stdout)
-        print(f"  {evaluated:>12,} layouts: peak RSS {peak:6.0f} MB, {wall:6.1f} s, "
-              f"{evaluated / wall:,.0f} layouts/s; {load()}")
+        points, wall, peak = json.loads(res.stdout)
+        print(f"  {points:>12,} grid points: peak RSS {peak:6.0f} MB, {wall:6.1f} s; {load()}")
 
 
 def main() -> None:

@@ -182,24 +182,27 @@ class Engine:
                               Backend(client))
 
     def sweep(self, run: RunSpec | ServeRunSpec, grid: Mapping[str, Sequence], objective: str | None = None,
-              top: int = 10, client: Client | None = None, progress: Progress | None = None) -> SweepResult:
+              top: int = 10, client: Client | None = None, progress: Progress | None = None,
+              trials: int | None = None, seed: int = 0) -> SweepResult:
         """Every layout on the grid (axis -> values, as text or as a run file writes them), invalid ones
         counted by reason, valid ones ranked by `objective` (axes and objectives: catalog/bindings/; by default
         tokens_per_sec for a training run, cost_per_output_token for a serving run). A training grid streams
         through in chunks (on `client`'s workers if given): memory stays bounded whatever its size;
-        `progress(done, total)` hears of chunks done. A serving grid (hundreds of layouts, each a full
-        resolve) runs in this process."""
+        `progress(done, total)` hears of chunks done. With `trials`, a training grid is searched (a seeded
+        Optuna TPE search, analyses/search.py) instead of enumerated. A serving grid (hundreds of layouts, each a
+        full resolve) runs in this process."""
         grid = {k: list(v) for k, v in grid.items()}
         if isinstance(run, ServeRunSpec):
-            if client is not None:
-                raise InputError("a serving sweep runs in this process: drop --workers/--scheduler (client)")
+            if client is not None or trials is not None:
+                raise InputError("a serving sweep runs in this process over its whole grid: drop "
+                                 "--workers/--scheduler (client) and --trials")
             from .analyses.serve_sweep import serve_sweep
 
             return serve_sweep(self.resolver, self.scenarios, self.facts, run, grid, objective, top)
         from .analyses.sweep import sweep
 
         return sweep(self.resolver, self.scenarios, self.facts, run, grid, objective or "tokens_per_sec", top,
-                     Backend(client), progress)
+                     Backend(client), progress, trials, seed)
 
     def calibrate(self, data: str | Path | Sequence[str | Path] = ()) -> Calibration:
         """Fit the calibration parameters (nothing is written): to calibration observations (files or

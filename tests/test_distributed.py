@@ -90,7 +90,7 @@ def test_sweep_is_the_same_on_any_number_of_workers(real_engine: Engine, clients
         return json.dumps(real_engine.sweep(run, GRID, "tokens_per_sec", 7, client=client).to_dict(), sort_keys=True)
 
     shown = json.loads(_same_everywhere(clients, compute))
-    assert shown == reference and shown["evaluated"] == 4 * 5 * 6 * 3 * 3 and shown["valid"] > 7
+    assert shown == reference and shown["grid_points"] == 4 * 5 * 6 * 3 * 3 and shown["valid"] > 7
     # the chunked ranking is the ranking of the whole grid at once
     monkeypatch.setattr(sweep_module, "CHUNK", 1 << 20)
     whole = real_engine.sweep(run, GRID, "tokens_per_sec", 7).to_dict()
@@ -145,8 +145,8 @@ def test_a_sampler_sent_to_a_worker_computes_bit_for_bit_the_same(real_engine: E
 
 
 def test_a_symbolic_value_arrives_unevaluated_as_it_left():
-    # Unpickled evaluated, Min(1.2, 1, x) would fold to Min(1, x) and a sum could reorder: a sweep's plan and a
-    # sampler both carry their programs this way, so a worker compiles the same expression as this process.
+    # Unpickled evaluated, Min(1.2, 1, x) would fold to Min(1, x) and a sum could reorder: a sampler carries its
+    # programs this way, so a worker compiles the same expression as this process.
     import cloudpickle
     import sympy
 
@@ -191,13 +191,14 @@ def test_experiment_run_is_the_same_on_any_number_of_workers(tmp_path: Path, cli
 def test_cli_sweep_on_a_scheduler_or_local_workers_matches_this_process(clients):
     grid = ["--grid", "tp=1,2,4,8", "--grid", "pp=1,2,4,8", "--grid", "micro_batch=1,2,4"]
     here = run_cli_here("sweep", str(RUN), *grid, "--json")
-    assert here.returncode == 0 and json.loads(here.stdout)["evaluated"] == 48
+    assert here.returncode == 0 and json.loads(here.stdout)["grid_points"] == 48
     for option in (["--scheduler", clients[2].scheduler.address], ["--workers", "2"]):
         there = run_cli_here("sweep", str(RUN), *grid, "--json", *option)
         assert there.returncode == 0, there.stderr
         assert there.stdout == here.stdout  # byte for byte: the wall time goes to stderr
         # the wall time alone: no progress bar off a terminal
-        assert re.fullmatch(r"swept 48 layouts in [0-9.]+ s\n", there.stderr), there.stderr
+        assert re.fullmatch(r"swept 26 layouts in [0-9.]+ s \([0-9.]+ s evaluating the model: [0-9,]+ evaluations/s\)\n",
+                            there.stderr), there.stderr
 
 
 def test_cli_refuses_workers_with_a_scheduler():

@@ -6,6 +6,7 @@ their own, since their output must not depend on the process (string hashes diff
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from gpustack_compiler.base.errors import CatalogError, InputError
 from gpustack_compiler.language.models import Quantity
 from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import Engine
+from gpustack_sim.analyses.sweep import parse_grid
 from helpers import CATALOG, REPO, calibration_data, run_cli, run_cli_here
 
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
@@ -227,9 +229,13 @@ def test_sweep_ranks_and_counts_rejections(build: Path) -> None:
              "--grid", "micro_batch=1,2,4", "--json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert out["evaluated"] == 5 * 4 * 3 and out["valid"] + sum(out["rejected"].values()) == out["evaluated"]
-    assert "heads not divisible by tp" not in out["rejected"]  # 64 heads divide by every tp here
-    assert out["rejected"].get("kv heads and tp do not divide each other", 0) == 0
+    # Grid points that are no layout of 1,024 GPUs never reach the model; the rest are valid or rejected.
+    assert out["grid_points"] == 5 * 4 * 3 == out["evaluated"] + sum(out["skipped"].values())
+    assert out["valid"] + sum(out["rejected"].values()) == out["evaluated"] == 35
+    assert out["skipped"] == {"global batch not divisible by dp x micro batch": 10,  # dp 512 or 1,024 at B = 512
+                              "interleaving without pipeline parallelism": 9, "sequence parallelism needs tp > 1": 6}
+    assert "par.tp.divides_heads" not in out["rejected"]  # 64 heads, 8 kv heads divide by every tp here
+    assert out["rejected"]["cluster.scaleup.holds_tp"] == 9  # tp 16 spans two 8-GPU nodes
     scores = [r["tokens_per_sec"] for r in out["top"]]
     assert scores == sorted(scores, reverse=True) and len(scores) >= 1
     for r in out["top"]:
@@ -327,3 +333,62 @@ def test_sweep_axes_take_typed_values(engine: Engine) -> None:
                        top=2)
     assert out.evaluated == 2 and {r["recompute"] for r in out.top} <= {"full", "selective"}
     assert all(r["sequence_parallel"] == 1 and r["dp"] == 32 for r in out.top)
+
+
+def test_sweep_reads_integer_choices_from_grid_text(engine: Engine) -> None:
+    # `--grid zero_stage=1` was refused for every value: the text '1' was checked against the integers 0-3
+    out = engine.sweep(engine.load_run(RUN), parse_grid(["zero_stage=0,1,2,3"]), top=4)
+    assert out.evaluated == out.valid == 4 and sorted(r["zero_stage"] for r in out.top) == [0, 1, 2, 3]
+    memory = {r["zero_stage"]: r["memory_per_gpu_GB"] for r in out.top}
+    assert memory[0] > memory[1] > memory[2] > memory[3]  # each stage shards more of the model state
+    with pytest.raises(InputError) as exc:
+        engine.sweep(engine.load_run(RUN), parse_grid(["zero_stage=4"]))
+    assert exc.value.message == "--grid zero_stage: '4': Input should be 0, 1, 2 or 3"
+
+
+def test_a_sweep_ranks_exactly_the_layouts_the_estimate_does_not_warn_about(engine: Engine) -> None:
+    # The sweep judges layouts by the catalog's own constraints and validity conditions, evaluated on the
+    # grid, so it can neither rank a layout the estimate calls violating nor reject one the estimate accepts.
+    run = engine.load_run(RUN)
+    out = engine.sweep(run, parse_grid(["tp=2,8,16", "pp=1,4,8", "micro_batch=1,4"]), top=100)
+    ranked = {(r["tp"], r["pp"], r["micro_batch"]) for r in out.top}
+    assert len(ranked) == out.valid and 0 < out.valid < out.evaluated
+    judged = 0
+    for tp, pp, mb in itertools.product((2, 8, 16), (1, 4, 8), (1, 4)):
+        dp = 1024 // (tp * pp)
+        if run.layout.global_batch % (dp * mb) or pp == 1:  # no layout (pp 1 with the run's interleave of 5)
+            continue
+        layout = run.layout.model_copy(update={"tp": tp, "pp": pp, "dp": dp, "micro_batch": mb})
+        est = engine.estimate(run.model_copy(update={"layout": layout}), samples=0)
+        assert ((tp, pp, mb) in ranked) == (not est.warnings), (tp, pp, mb, est.warnings)
+        judged += 1
+    assert judged == out.evaluated
+
+
+def test_a_searched_grid_ranks_what_the_sweep_would(engine: Engine) -> None:
+    # --trials: a seeded Optuna search with the sweep's own layouts, conditions and objective
+    run, grid = engine.load_run(RUN), parse_grid(["tp=1,2,4,8", "pp=1,2,4,8", "micro_batch=1,2,4"])
+    swept = engine.sweep(run, grid, top=100)
+    by_layout = {(r["tp"], r["pp"], r["micro_batch"]): r["tokens_per_sec"] for r in swept.top}
+    few = engine.sweep(run, grid, top=100, trials=12)
+    assert few.to_dict() == engine.sweep(run, grid, top=100, trials=12).to_dict()  # same seed, same search
+    assert few.evaluated + sum(few.skipped.values()) <= 12 and "searched, not enumerated" in few.notes[-1]
+    for r in few.top:  # a layout the search ranks is one the sweep ranks, at the same objective
+        assert by_layout[(r["tp"], r["pp"], r["micro_batch"])] == r["tokens_per_sec"]
+    assert few.valid == len(few.top) and set(few.rejected) <= set(swept.rejected)
+    many = engine.sweep(run, grid, top=1, trials=400)
+    assert "saw 48 of 48 grid points" in many.notes[-1] and many.top == swept.top[:1]
+    assert many.evaluated == swept.evaluated and many.skipped == swept.skipped and many.rejected == swept.rejected
+
+
+def test_grid_all_takes_every_value_that_can_be_part_of_a_layout(engine: Engine) -> None:
+    out = engine.sweep(engine.load_run(RUN), parse_grid(["tp=all", "zero_stage=all"]), top=100)
+    # tp: the 11 divisors of 1,024 GPUs; zero_stage: the run file's choices 0-3
+    assert out.grid_points == 11 * 4 and out.evaluated == 8 * 4
+    assert out.skipped == {"tp*pp*dp*cp differs from the GPU count": 2 * 4,  # tp 512 and 1,024 at pp 4
+                           "sequence parallelism needs tp > 1": 4}
+    assert out.rejected["cluster.scaleup.holds_tp"] == 5 * 4  # tp 16-256 on 8-GPU nodes
+    assert {r["tp"] for r in out.top} <= {2, 4, 8} and {r["zero_stage"] for r in out.top} == {0, 1, 2, 3}
+    with pytest.raises(InputError) as exc:  # `all` stands alone
+        engine.sweep(engine.load_run(RUN), parse_grid(["micro_batch=all,1"]))
+    assert exc.value.message.startswith("--grid micro_batch: 'all': Input should be a valid integer")

@@ -163,11 +163,12 @@ def test_a_grid_over_the_limit_is_refused_with_the_size(cli) -> None:
 
 
 def test_a_plot_of_more_layouts_than_can_be_kept_is_refused(cli, tmp_path) -> None:
-    # --plot keeps every valid layout as a row
-    values = ",".join(str(v) for v in range(1, 201))
-    res = cli("sweep", str(RUN), "--grid", f"tp={values}", "--grid", f"pp={values}", "--grid", f"micro_batch={values}",
-              "--plot", str(tmp_path / "p.png"))
-    one_line_error(res, 2, "layouts kept", "8,000,000", "limit")
+    # --plot keeps every valid layout as a row: 2,220,120 layouts of 16,384 GPUs generated from the grid
+    axes = [a for axis in ("tp", "pp", "cp", "micro_batch", "interleave", "zero_stage", "recompute",
+                           "sequence_parallel") for a in ("--grid", f"{axis}=all")]
+    res = cli("sweep", str(RUN), "--set", "gpus=16384", "--set", "layout.dp=512", "--set", "layout.global_batch=1048576",
+              *axes, "--plot", str(tmp_path / "p.png"))
+    one_line_error(res, 2, "layouts kept", "2,220,120", "limit")
     assert not (tmp_path / "p.png").exists()
 
 
@@ -235,3 +236,9 @@ def test_a_csv_row_with_too_few_or_too_many_cells_names_its_row(cli, tmp_path) -
 def test_a_simulated_horizon_over_the_limit_is_refused(cli, days, words) -> None:
     # `--days 1e400` raised OverflowError; a long horizon grows the event log without bound
     one_line_error(cli("simulate", str(RUN), "--days", days), 2, "days of wallclock", *words)
+
+
+def test_a_search_refuses_workers_before_starting_them(cli) -> None:
+    # --trials runs in the command's process: a cluster would be started for nothing
+    one_line_error(cli("sweep", str(RUN), "--grid", "tp=all", "--trials", "5", "--workers", "2"), 2,
+                   "--trials searches in this process")

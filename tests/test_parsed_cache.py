@@ -3,13 +3,16 @@ read back they resolve exactly as freshly parsed ones, and a damaged cache is pa
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from gpustack_sim import Engine
-from helpers import CATALOG, FIXTURE
+from helpers import CATALOG, FIXTURE, REPO
+
+RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 
 TARGET = "econ.cost.per_token"
 
@@ -51,3 +54,39 @@ def test_a_damaged_cache_is_parsed_again(build: Path) -> None:
     assert kept.read_bytes() != b"not a pickle"
     third, once_more = resolve(build)
     assert set(third.parsed) == set(first.parsed) and once_more.to_dict() == fresh.to_dict()
+
+
+def test_what_a_run_resolves_is_read_back_not_resolved_again(build: Path, monkeypatch) -> None:
+    # A sweep's numeric model and an estimate's resolutions are kept beside the relations: a second process
+    # pays none of their symbolic work, and shows byte for byte what the first did.
+    first = Engine.open(CATALOG, build)
+    run = first.load_run(RUN)
+    grid = {"tp": ["4", "8"], "micro_batch": ["1", "2"], "zero_stage": ["0", "1"]}
+    estimate, swept = first.estimate(run, samples=300).to_dict(), first.sweep(run, grid).to_dict()
+    first.keep_parsed()
+
+    def resolving(*args, **kwargs):
+        raise AssertionError("resolved again")
+
+    second = Engine.open(CATALOG, build)
+    monkeypatch.setattr(second.resolver, "resolve_many", resolving)
+    assert second.sweep(run, grid).to_dict() == swept
+    assert json.dumps(second.estimate(run, samples=300).to_dict()) == json.dumps(estimate)
+    other = run.model_copy(update={"gpus": 512})
+    with pytest.raises(AssertionError, match="resolved again"):
+        second.estimate(other, samples=300)  # another run is another key
+
+
+def test_only_the_newest_results_are_written_back(tmp_path: Path) -> None:
+    from gpustack_sim.engine.cache import KEPT_RESULTS, RESULT, ParsedRelations
+
+    memo = ParsedRelations(tmp_path / "parsed.pickle")
+    memo[("some.relation", "expression")] = 1.0
+    for k in range(KEPT_RESULTS + 5):
+        memo[(RESULT, "test", str(k))] = {"k": k}
+    memo.save()
+    again = ParsedRelations(tmp_path / "parsed.pickle")
+    assert again[("some.relation", "expression")] == 1.0
+    kept = [k for k in range(KEPT_RESULTS + 5) if (RESULT, "test", str(k)) in again]
+    assert kept == list(range(5, KEPT_RESULTS + 5))  # the oldest five dropped
+    assert again[(RESULT, "test", "7")] == {"k": 7} and again.get((RESULT, "test", "0")) is None

@@ -116,7 +116,7 @@ def test_a_sweep_rejects_full_recomputation_beside_recomputed_modules(tmp_path: 
     res = run_cli_here("sweep", str(path), "--grid", "recompute=none,full", "--json")
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
-    assert data["rejected"] == {"recomputed modules with full recomputation": 1}
+    assert data["skipped"] == {"recomputed modules with full recomputation": 1} and data["evaluated"] == 1
     assert [row["recompute"] for row in data["top"]] == ["none"]
 
 

@@ -13,6 +13,10 @@ class GpustackError(Exception):
     def __str__(self) -> str:
         return self.message + (f" (hint: {self.hint})" if self.hint else "")
 
+    def __reduce__(self):
+        # An exception pickles its message alone by default; resolutions kept in the build cache hold some.
+        return type(self), (self.message, self.hint)
+
 
 class InputError(GpustackError):
     """Bad input: an argument, a run file, a data file, a name that does not exist."""
@@ -24,6 +28,9 @@ class CatalogError(GpustackError):
     def __init__(self, message: str, hint: str | None = None, findings=None):
         super().__init__(message, hint)
         self.findings = findings
+
+    def __reduce__(self):
+        return type(self), (self.message, self.hint, self.findings)
 
 
 class InfrastructureError(GpustackError):

@@ -20,6 +20,7 @@ from gpustack_compiler.language.kinds.distributions import LOGNORMAL
 
 from ..distributed import Backend
 from ..engine.bindings import RunFields
+from ..engine.cache import remembered, run_key
 from ..engine.facts import Facts, Memory
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.run import RunSpec
@@ -109,7 +110,8 @@ def _estimate(resolver: Resolver, scenarios: ScenarioBuilder, fields: RunFields,
     memory_names = [*mem.parts, mem.per_gpu, mem.capacity] if mem is not None else []
     targets = list(dict.fromkeys([*(t for _, t in figure_list), *memory_names]))
     declared = {t: _declared(resolver, t) for t in targets}
-    point = resolver.resolve_many(targets, scenario)
+    point = remembered(resolver.memo, run_key("estimate point", scenario, targets),
+                       lambda: resolver.resolve_many(targets, scenario))
     dists = sorted(fitted_distributions(scenario) + [parse_spec(s, scenarios) for s in extra], key=lambda d: d.name)
     var = resolver.variable
     uncertain = {d.name: d.describe(var(d.name).scale) for d in dists}
@@ -197,7 +199,8 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
               backend: Backend | None = None) -> dict[str, dict[int, float]]:
     names = [d.name for d in dists]
     held = scenario.holding(names)
-    symbolic = resolver.resolve_many(targets, held, stage_limit=STAGE_LIMIT, monte_carlo=True)
+    symbolic = remembered(resolver.memo, run_key("estimate intervals", held, targets, STAGE_LIMIT),
+                          lambda: resolver.resolve_many(targets, held, stage_limit=STAGE_LIMIT, monte_carlo=True))
     out, varying = {}, {}
     for target, res in symbolic.items():
         if isinstance(res, ResolveError) or res.missing:
@@ -206,7 +209,10 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
             out[target] = {p: res.value for p in at}
         else:
             varying[target] = res
-    values = Sampler([resolver.symbol(n) for n in names], dists, varying, seed).run(samples, backend) \
+    # the printed numpy sources of the compiled targets, kept with the resolution (a target's key is `=NAME`)
+    sources = remembered(resolver.memo, run_key("estimate interval sources", held, targets, STAGE_LIMIT), dict,
+                         lambda _: True)
+    values = Sampler([resolver.symbol(n) for n in names], dists, varying, seed, sources).run(samples, backend) \
         if varying else {}
     for target in symbolic:
         if target in values:

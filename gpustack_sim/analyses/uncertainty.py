@@ -12,6 +12,7 @@ and the quantity parser, never evaluated.
 from __future__ import annotations
 
 import functools
+import inspect
 import pickle
 import re
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ import cloudpickle
 import numpy as np
 import sympy
 from sympy.core.parameters import evaluate
-from sympy.logic.boolalg import ITE
+from sympy.logic.boolalg import ITE, BooleanFunction
 
 from gpustack_compiler.base.errors import InputError
 from gpustack_compiler.base.limits import MAX_SAMPLES, refuse_over
@@ -83,12 +84,27 @@ def _arguments(text: str, family: Family, args: str) -> dict[str, str]:
 
 
 _VMIN, _VMAX = sympy.Function("vmin"), sympy.Function("vmax")
-_ELEMENTWISE = {"vmin": lambda *a: functools.reduce(np.minimum, a), "vmax": lambda *a: functools.reduce(np.maximum, a)}
+
+
+class _Elementwise(BooleanFunction):
+    """And/Or for numpy that keep a scalar beside an array (lambdify's stack them) and stay a Boolean, so a
+    Piecewise condition or a Not can hold one; printed by name, the function is `_ELEMENTWISE`'s."""
+
+    def _numpycode(self, printer) -> str:
+        return f"{type(self).__name__}({', '.join(printer._print(a) for a in self.args)})"
+
+
+# Printed as vand/vor; pickled by their names in this module.
+_VAND = type("vand", (_Elementwise,), {"__qualname__": "_VAND"})
+_VOR = type("vor", (_Elementwise,), {"__qualname__": "_VOR"})
+_ELEMENTWISE = {"vmin": lambda *a: functools.reduce(np.minimum, a), "vmax": lambda *a: functools.reduce(np.maximum, a),
+                "vand": lambda *a: functools.reduce(np.logical_and, a),
+                "vor": lambda *a: functools.reduce(np.logical_or, a)}
 
 
 def vectorize(symbols: list, expr: sympy.Basic):
-    """Compile `expr` to a numpy function of `symbols`, elementwise throughout: lambdify's Min/Max stack
-    their arguments, which fails when one is a scalar and another an array."""
+    """Compile `expr` to a numpy function of `symbols`, elementwise throughout: lambdify's Min/Max (and
+    And/Or) stack their arguments, which fails when one is a scalar and another an array."""
     args = [sympy.Symbol(f"x{i}") for i in range(len(symbols))]
     rebuilt = _for_numpy(expr, dict(zip(symbols, args)), {})
     # The numpy module itself, not "numpy": lambdify then runs `from numpy import *`, which with numpy 2
@@ -102,19 +118,21 @@ STAGE_LIMIT = 200
 
 
 def vectorize_resolution(symbols: list, res: Resolution | Symbolic, zero: tuple[str, ...] = (),
-                         compiled: dict | None = None, noise: dict[str, np.ndarray] | None = None):
+                         compiled: dict | None = None, noise: dict[str, np.ndarray] | None = None,
+                         sources: dict | None = None, key: str | None = None):
     """A numpy function of `symbols` for a symbolic resolution. A staged one is compiled stage by stage
     (once per `compiled` cache, which several targets of one run may share) and evaluated in dependency
     order, then the target from the stages. A drawn stage (a stochastic relation under Monte Carlo) turns
     its standard `noise` (given here, or to each call) into draws with its parameters as evaluated. Names in
-    `zero` read as 0."""
+    `zero` read as 0. With `sources` (stage names, and `key` for the target -> `stage_source`), what lambdify
+    printed before is compiled again instead of printed again, and what it prints now is added."""
     compiled = {} if compiled is None else compiled
     steps = []
     for name, stage in res.stages.items():
         if name not in compiled:
-            compiled[name] = _compile(stage)
+            compiled[name] = compile_stage(stage, sources, name)
         steps.append((name, stage, compiled[name]))
-    target = _compile(res.symbolic)
+    target = compile_stage(res.symbolic, sources, key)
 
     def fn(*arrays, noise=noise):
         env = {s.name: a for s, a in zip(symbols, arrays)}
@@ -125,15 +143,37 @@ def vectorize_resolution(symbols: list, res: Resolution | Symbolic, zero: tuple[
     return fn
 
 
-def _compile(stage):
-    """A function of the values so far (name -> array): of a symbolic value, or of a draw's parameters."""
+def compile_stage(stage, sources: dict | None = None, key: str | None = None):
+    """A function of the values so far (name -> array): of a symbolic value, or of a draw's parameters.
+    With `sources` and a `key`, from the source printed for that key before (printing it now if not)."""
     if isinstance(stage, RandomValue):
-        parameters = {k: _compile(v) for k, v in stage.parameters.items()}
+        parameters = {k: compile_stage(v, sources, key and f"{key}~{k}") for k, v in stage.parameters.items()}
         return lambda env: {k: f(env) for k, f in parameters.items()}
     if isinstance(stage, float):
         return lambda env: stage
+    if sources is not None and key is not None:
+        if key not in sources:
+            sources[key] = stage_source(stage)
+        return from_source(*sources[key])
     args = sorted(stage.free_symbols, key=lambda s: s.name)
     names, f = [a.name for a in args], vectorize(args, stage)
+    return lambda env: f(*(env[n] for n in names))
+
+
+def stage_source(stage: sympy.Basic) -> tuple[list[str], str]:
+    """The names a symbolic value reads and the Python source of its numpy function (`compile_stage`'s,
+    as lambdify prints it). Printing is most of compiling: a model kept as sources compiles again in
+    milliseconds (analyses/sweep.py keeps them in the build cache, beside the parsed relations)."""
+    args = sorted(stage.free_symbols, key=lambda s: s.name)
+    return [a.name for a in args], inspect.getsource(vectorize(args, stage))
+
+
+def from_source(names: list[str], source: str):
+    """A function of the values so far, from `stage_source`: the source compiled in the namespace
+    lambdify gives it (numpy, and the elementwise Min/Max/And/Or)."""
+    space = {**vars(np), **_ELEMENTWISE}
+    exec(compile(source, "<numeric model>", "exec"), space)  # noqa: S102 - source printed by lambdify, above
+    f = space["_lambdifygenerated"]
     return lambda env: f(*(env[n] for n in names))
 
 
@@ -182,9 +222,13 @@ class Sampler:
     """Chunks of a Monte Carlo run: the sampled roots and the symbolic targets, drawn and evaluated chunk by
     chunk, here or on a Dask worker (each process compiles the targets once)."""
 
-    def __init__(self, symbols: list, dists: list[Distribution], targets: dict[str, Resolution], seed: int):
+    def __init__(self, symbols: list, dists: list[Distribution], targets: dict[str, Resolution], seed: int,
+                 sources: dict | None = None):
+        """`sources`: the compiled targets' sources kept from an earlier run (vectorize_resolution), filled
+        as this one compiles."""
         self.symbols, self.dists, self.seed = symbols, dists, seed
         self.targets = {t: Symbolic(r.symbolic, r.stages) for t, r in targets.items()}
+        self.sources = sources
         self._fns: dict | None = None
 
     def __getstate__(self) -> dict:
@@ -193,7 +237,8 @@ class Sampler:
     def chunk(self, index: int, n: int) -> dict[str, np.ndarray]:
         if self._fns is None:
             compiled: dict = {}
-            self._fns = {t: vectorize_resolution(self.symbols, p, compiled=compiled) for t, p in self.targets.items()}
+            self._fns = {t: vectorize_resolution(self.symbols, p, compiled=compiled, sources=self.sources, key=f"={t}")
+                         for t, p in self.targets.items()}
         draws, noise = draw_inputs(self.dists, list(self.targets.values()), self.seed, n, index)
         return {t: np.broadcast_to(np.asarray(f(*draws, noise=noise), dtype=float), (n,))
                 for t, f in self._fns.items()}
@@ -214,12 +259,11 @@ def _ite_as_and_or(cond, then, other, evaluate: bool = False) -> sympy.Basic:
     """ITE(c, a, b) as (c & a) | (~c & b). A Piecewise compared with a number becomes an ITE in a condition,
     and lambdify's numpy printer runs simplify_logic on every condition holding one (40 s for one serving
     model); the same logic written with And/Or/Not prints as it is."""
-    return sympy.Or(sympy.And(cond, then, evaluate=evaluate),
-                    sympy.And(sympy.Not(cond, evaluate=evaluate), other, evaluate=evaluate), evaluate=evaluate)
+    return _VOR(_VAND(cond, then), _VAND(sympy.Not(cond, evaluate=evaluate), other))
 
 
-# Node types rebuilt as another for numpy: Min/Max elementwise, ITE without logic simplification.
-_FOR_NUMPY = {sympy.Min: _VMIN, sympy.Max: _VMAX, ITE: _ite_as_and_or}
+# Node types rebuilt as another for numpy: Min/Max/And/Or elementwise, ITE without logic simplification.
+_FOR_NUMPY = {sympy.Min: _VMIN, sympy.Max: _VMAX, sympy.And: _VAND, sympy.Or: _VOR, ITE: _ite_as_and_or}
 
 
 def _for_numpy(expr: sympy.Basic, names: dict, seen: dict) -> sympy.Basic:

@@ -24,6 +24,11 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
                                             "(tokens_per_sec (default), cost_per_token, ...), or of serve_figures.yaml "
                                             "for a serving run (cost_per_output_token (default), ...)."),
               top: int = typer.Option(10, "--top", min=1, help="Valid layouts to show."),
+              trials: int = typer.Option(None, "--trials", min=1, max=100_000,
+                                         help="Search the grid with this many trials of a seeded Optuna TPE "
+                                         "search instead of evaluating every layout (a grid too large to "
+                                         "enumerate); the best found, not proven best."),
+              seed: int = typer.Option(0, "--seed", help="Seed of the --trials search."),
               set_: list[str] = typer.Option([], "--set", help="Override a run-file field."),
               plot: Path = typer.Option(None, "--plot", help="Write a PNG of every valid layout: the objective "
                                         "against memory per GPU, the best marked."),
@@ -36,6 +41,8 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
 
     if not grid:
         raise InputError("--grid is required, e.g. --grid tp=1,2,4,8 --grid pp=1,2,4,8")
+    if trials is not None and (workers is not None or scheduler is not None):
+        raise InputError("--trials searches in this process: drop --workers/--scheduler")
     from ..engine.serve_run import ServeRunSpec
 
     run = run_with_extras(run_file, set_, preset, assign, variant, mode)
@@ -45,9 +52,14 @@ def sweep_cmd(ctx: typer.Context, run_file: Path = typer.Argument(..., help="Run
     eng = engine(ctx, neo4j, allow_violations)
     # A plot shows every valid layout; the text still lists the best --top.
     with chunked("layouts", workers, scheduler) as (client, tick):
-        result = eng.sweep(run, parse_grid(grid), objective, top if plot is None else 10**9, client, tick)
-    err(f"swept {result.evaluated} layouts in {result.seconds:.2f} s")
+        result = eng.sweep(run, parse_grid(grid), objective, top if plot is None else 10**9, client, tick, trials,
+                           seed)
+    err(result.timing())
     lines = [f"{result.evaluated} layouts evaluated: {result.valid} valid"]
+    if result.grid_points is not None:
+        lines[0] = f"{result.grid_points} grid points, " + lines[0]
+    for reason, count in sorted(result.skipped.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  skipped  {count:>8}  {reason}")
     lines += [f"  note: {n}" for n in result.notes]
     for reason, count in sorted(result.rejected.items(), key=lambda kv: -kv[1]):
         lines.append(f"  rejected {count:>8}  {reason}")

@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 
 from gpustack_compiler.base.errors import CatalogError
 from gpustack_compiler.language.models import Quantity
+from gpustack_compiler.base.yaml_lines import YamlError, load
 
 from .run import RunSpec
 from .scenario import Scenario, ScenarioBuilder
@@ -56,9 +57,17 @@ def _field_adapter(path: str, run_model: type[BaseModel]) -> TypeAdapter:
 
 def as_run_field(path: str, raw, run_model: type[BaseModel] = RunSpec):
     """`raw` read as the run file's field `path` would be, with its type and bounds (a grid or CSV value
-    the run file itself could not hold, `tp=-1`, `tp=1.5`, `sequence_parallel=maybe`, is a ValueError)."""
+    the run file itself could not hold, `tp=-1`, `tp=1.5`, `sequence_parallel=maybe`, is a ValueError).
+    Text is read as the YAML scalar a run file or `--set` would hold: `zero_stage=1` is the integer 1, which
+    a field of literal integer choices takes and the text '1' is not."""
+    value = raw
+    if isinstance(raw, str):
+        try:
+            value = load(raw)[0]
+        except YamlError:
+            pass  # left as text: the field's own validation says what is wrong with it
     try:
-        return _field_adapter(path, run_model).validate_python(raw)
+        return _field_adapter(path, run_model).validate_python(value)
     except ValidationError as exc:
         raise ValueError(f"{raw!r}: {exc.errors(include_url=False)[0]['msg']}") from None
 

@@ -126,6 +126,12 @@ class Resolver:
         # asking the source for each would be a round trip each to Neo4j.
         self._variables: dict[str, VariableRecord] = {}
 
+    @property
+    def memo(self) -> dict:
+        """What is kept between runs with the parsed relations (engine/cache.py): an analysis stores its
+        own results here under keys of its own, tuples that name it first."""
+        return self._exprs
+
     def variable(self, name: str) -> VariableRecord | None:
         """A variable's record, from the subgraphs already fetched when it is in one."""
         meta = self._variables.get(name)
@@ -196,14 +202,19 @@ class Resolver:
 
     # ---- resolution --------------------------------------------------------------------------
     def resolve_many(self, targets: list[str], scenario: Scenario, stage_limit: int | None = None,
-                     monte_carlo: bool = False) -> dict[str, Resolution | ResolveError]:
+                     monte_carlo: bool = False, conditions: dict | None = None,
+                     ) -> dict[str, Resolution | ResolveError]:
         """Several targets in one run, so shared upstream work is done once; each target gets the part of
         the trace in its own cone, or the error that stopped it.
 
         With `stage_limit`, a symbolic value larger than that many nodes is cut out and stands as its own
         symbol downstream (`Resolution.stages`): building one huge expression costs sympy seconds of
         simplification that a numeric evaluation of the stages in order never needs. With `monte_carlo`, a
-        stochastic relation's variable is a stage too, to be drawn, instead of its distribution's mean."""
+        stochastic relation's variable is a stage too, to be drawn, instead of its distribution's mean.
+        `conditions`, when given, receives the constraints and validity conditions met on the way that the
+        scenario does not satisfy: name -> (kind, condition, the stages it goes through), the condition false
+        where violated, symbolic in the held or missing variables where undetermined, to be judged where their
+        values are given (a sweep's layouts)."""
         subs = {t: self._subgraph(t) for t in targets}
         run = _Run(self, _merge(list(subs.values())), scenario, False, stage_limit=stage_limit, sampling=monte_carlo)
         values: dict[str, object] = {}
@@ -213,6 +224,10 @@ class Resolver:
             except ResolveError as exc:
                 values[target] = exc
         run.check_constraints()
+        if conditions is not None:
+            for name, (kind, held) in sorted(run.open_conditions.items()):
+                used = _free_names(held, run.stages)[1]
+                conditions[name] = (kind, held, {k: v for k, v in run.stages.items() if k in used})
         out: dict[str, Resolution | ResolveError] = {}
         for target, value in values.items():
             if isinstance(value, ResolveError):
@@ -284,6 +299,9 @@ class _Run:
         self.values: dict[str, float | sympy.Basic] = {}
         self.trace: list[Step] = []
         self.checks: list[Check] = []
+        # Conditions not satisfied, the undetermined ones still symbolic (in held or missing variables): a
+        # sweep judges them on its layouts.
+        self.open_conditions: dict[str, tuple[str, sympy.Basic]] = {}
         self.fallbacks: list[str] = []
         self.missing: set[str] = set()
         self.solved: dict[str, float] = dict(solved or {})
@@ -318,7 +336,7 @@ class _Run:
         out = self._evaluate(rel)
         validity = kind.validity(rel, self)
         if validity is not None:
-            self.checks.append(Check(rel["name"], "validity", *validity))
+            self._check(rel["name"], "validity", *validity)
             if validity[0] == "violated" and self.fallback:
                 alt = self.alternative(name, rel)
                 if alt is not None:
@@ -396,7 +414,12 @@ class _Run:
             kind = kind_of(rel)
             if kind.role != CONSTRAINT or not set(rel["constrains"]) & touched:
                 continue
-            self.checks.append(Check(name, "constraint", *kind.check(rel, self)))
+            self._check(name, "constraint", *kind.check(rel, self))
+
+    def _check(self, name: str, kind: str, status: str, detail: str, held) -> None:
+        self.checks.append(Check(name, kind, status, detail))
+        if status != "satisfied":
+            self.open_conditions[name] = (kind, held if status == "undetermined" else sympy.false)
 
     def known(self, name: str):
         """A value without resolving anything new: evaluated, assigned, or a constant."""

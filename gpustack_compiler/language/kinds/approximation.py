@@ -20,4 +20,5 @@ class Approximation(RelationKind):
     def validity(self, rel, ctx):
         cond = ctx.expr(rel, "validity")
         subs = {s: ctx.value_of(s.name) for s in by_name(cond.free_symbols)}
-        return truth(cond.xreplace(sympify(subs))), rel["parts"]["validity"]
+        held = cond.xreplace(sympify(subs))
+        return truth(held), rel["parts"]["validity"], held

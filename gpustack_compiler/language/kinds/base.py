@@ -60,8 +60,9 @@ class RelationKind:
         inputs, subs = resolved_inputs(rel, ctx)
         return Outcome(num(substitute(ctx.expr(rel, "expression"), subs)), inputs)
 
-    def validity(self, rel: dict, ctx: EvaluationContext) -> tuple[str, str] | None:
-        """(status, condition) where the definition holds only under a condition; None when it always holds."""
+    def validity(self, rel: dict, ctx: EvaluationContext) -> tuple[str, str, object] | None:
+        """(status, condition, the condition at the values at hand) where the definition holds only under a
+        condition; None when it always holds."""
         return None
 
     def equation(self, rel: dict, ctx: EvaluationContext) -> sympy.Basic | None:

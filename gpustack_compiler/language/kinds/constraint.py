@@ -16,8 +16,10 @@ class Constraint(RelationKind):
     def record(self, spec, inputs):
         return {"constrains": list(inputs)}
 
-    def check(self, rel: dict, ctx: EvaluationContext) -> tuple[str, str]:
-        """(status, inequality) from the values at hand: a check resolves nothing new."""
+    def check(self, rel: dict, ctx: EvaluationContext) -> tuple[str, str, object]:
+        """(status, inequality, the inequality at the values at hand) from the values at hand: a check
+        resolves nothing new."""
         expr = ctx.expr(rel, "expression")
         subs = {s: v for s in expr.free_symbols if (v := ctx.known(s.name)) is not None}
-        return truth(expr.xreplace(sympify(subs))), rel["parts"]["expression"]
+        held = expr.xreplace(sympify(subs))
+        return truth(held), rel["parts"]["expression"], held
