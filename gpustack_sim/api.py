@@ -262,14 +262,15 @@ class Engine:
 
     def validate(self, sources: str | Path | Sequence[str | Path] = (), *, presets: Sequence[str] = (),
                  assign: Mapping[str, object] | None = None, samples: int = 2000, seed: int = 0,
-                 calibration: str | None = "calibration") -> Validation:
+                 calibration: str | None = "calibration", sealed: bool = False) -> Validation:
         """Predict held-out measurements with the calibrated model and score them per panel: evaluation
         observations (files or folders; calibration ones are refused by id) and CSV files in the calibration
         columns; given nothing, every evaluation observation in data/observations. `presets` and `assign`
-        apply to every row after its own; rows that do not resolve are reported with their reason."""
+        apply to every row after its own; rows that do not resolve are reported with their reason. Sealed
+        observations (data/sealed) are refused unless `sealed`, which scores the sealed set alone, as sealed."""
         from .analyses.validate import validate
 
         paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(p) for p in sources]
         return validate(self.resolver, self.scenarios, self.facts, paths, presets=presets, assign=assign,
                         samples=samples, seed=seed, calibration=calibration, default_dir=default_observations(),
-                        references=set(self.tables.references))
+                        references=set(self.tables.references), sealed=sealed)

@@ -20,6 +20,8 @@ from ..engine.facts import Facts
 from ..engine.observation import in_force, load_observations, require_split, superseded_by
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.scenario import ScenarioBuilder
+from ..engine.sealed import LOCK_NAME as SEALED_LOCK
+from ..engine.sealed import is_sealed, seal_problems, sealed_folder, sealed_ids
 from . import scoring
 from .estimate import fitted_distributions, intervals
 from .measured import Row, check_sources, observation_row, read_rows
@@ -46,11 +48,20 @@ class Validation:
 
 
 def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], default_dir: Path | None,
-           references: Collection[str]) -> tuple[list[Row], list[dict], list[dict]]:
+           references: Collection[str], sealed: bool = False) -> tuple[list[Row], list[dict], list[dict]]:
     """Rows to predict from CSV files and observation files or folders (evaluation observations only);
-    with no sources, every evaluation observation in `default_dir`. Observations of a variable the catalog
-    does not have come back as unresolved entries instead of rows; superseded observations are skipped and
-    come back as the third list."""
+    with no sources, every evaluation observation in `default_dir` (with `sealed`, the sealed set beside it).
+    Observations of a variable the catalog does not have come back as unresolved entries instead of rows;
+    superseded observations are skipped and come back as the third list. A sealed observation is refused
+    unless `sealed` is asked for, and then only while the seal holds (engine/sealed.py)."""
+    folder = sealed_folder(default_dir) if default_dir is not None else None
+    if sealed:
+        if folder is None:
+            raise InputError("--sealed: no data/observations folder, so no sealed set beside it")
+        problems = seal_problems(folder)
+        if problems:
+            raise InputError(problems[0], "the sealed set is scored only as it was sealed")
+        sources = list(sources) or [folder]
     csvs = [Path(p) for p in sources if Path(p).suffix.lower() == ".csv"]
     given = [Path(p) for p in sources if Path(p).suffix.lower() != ".csv"]
     rows: list[Row] = []
@@ -66,6 +77,17 @@ def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], de
         items = [i for i in load_observations([default_dir]) if i.obs.split == "evaluation"]
     else:
         items = []
+    if folder is not None:
+        ids = sealed_ids(folder) if (folder / SEALED_LOCK).exists() else set()
+        held = [i for i in items if is_sealed(i, folder, ids)]
+        if held and not sealed:
+            raise InputError(f"validate refuses {len(held)} sealed observation(s) ({held[0].obs.id}, {held[0].where} ...): "
+                             "the sealed set is scored once, when its issue resolves",
+                             "pass --sealed to score it (docs/evaluation.md, the sealed set)")
+        if sealed and len(held) != len(items):
+            other = next(i for i in items if not is_sealed(i, folder, ids))
+            raise InputError(f"--sealed scores the sealed set alone; {other.where} (`{other.obs.id}`) is not sealed",
+                             "score the panels without --sealed")
     successors = superseded_by(items)
     items, gone = in_force(items)
     skipped = [{"id": i.obs.id, "panel": i.obs.panel, "where": i.where, "superseded_by": successors[i.obs.id]}
@@ -118,10 +140,10 @@ def fitted_ids(scenarios: ScenarioBuilder, presets: Sequence[str]) -> set[str]:
 def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], *,
              presets: Sequence[str] = (), assign: Mapping[str, object] | None = None, samples: int = 2000,
              seed: int = 0, calibration: str | None = "calibration", default_dir: Path | None = None,
-             references: Collection[str] = ()) -> Validation:
+             references: Collection[str] = (), sealed: bool = False) -> Validation:
     extra = [*([calibration] if calibration else []), *presets]
     scenarios.build(extra, assign)  # the options apply to every row: a bad one is the user's, once
-    rows, unresolved, skipped = gather(scenarios, facts, sources, default_dir, references)
+    rows, unresolved, skipped = gather(scenarios, facts, sources, default_dir, references, sealed)
     runs = {}
     for r in rows:
         mine = [*([calibration] if calibration else []), *presets]

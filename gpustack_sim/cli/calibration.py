@@ -86,11 +86,13 @@ def validate_cmd(ctx: typer.Context,
                  seed: int = typer.Option(0, "--seed"),
                  plot: Path = typer.Option(None, "--plot", help="Write predicted against measured, with "
                                            "intervals, to this PNG file."),
+                 sealed: bool = typer.Option(False, "--sealed", help="Score the sealed set (data/sealed) alone, "
+                                             "once, when its issue resolves; refused while its seal is broken."),
                  allow_violations: bool = AllowViolationsOpt, as_json: bool = JsonOpt) -> None:
     """Predict held-out measurements with the calibrated model and score them per panel."""
     result = engine(ctx, allow_violations=allow_violations).validate(list(sources or []), presets=preset,
                                   assign=pairs(assign, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'"),
-                                  samples=samples, seed=seed)
+                                  samples=samples, seed=seed, sealed=sealed)
     if plot is not None:
         from ..analyses.validate import plot as plot_validation
 
