@@ -9,6 +9,7 @@ are still scored."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from ..engine.resolver import ResolveError, Resolver
 from ..engine.scenario import ScenarioBuilder
 from ..engine.sealed import LOCK_NAME as SEALED_LOCK
 from ..engine.sealed import is_sealed, seal_problems, sealed_folder, sealed_ids
-from . import scoring
+from . import model_form, scoring
 from .estimate import fitted_distributions, intervals
 from .measured import Row, check_sources, observation_row, read_rows
 
@@ -156,33 +157,36 @@ def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sourc
                          "data fitted into the model cannot grade it (docs/evaluation.md)")
     scored, table = [], []
     for row in rows:
-        reason = None
-        try:
-            scenario = facts.fields_for(runs[row.id]).scenario(scenarios, runs[row.id])
-            res = resolver.resolve(row.target, scenario)
-        except (ResolveError, InputError) as exc:
-            reason = str(exc)
-        else:
-            if res.value is None:
-                reason = f"{row.target} still needs {', '.join(sorted(res.missing))}"
+        predicted, units, band, reason = _predict(resolver, scenarios, facts, row, runs[row.id], samples, seed)
         if reason is not None:
             unresolved.append({"id": row.id, "panel": row.panel, "where": row.where, "target": row.target,
                                "decision": row.decision.group if row.decision else None, "reason": reason})
             continue
-        dists = fitted_distributions(scenario)
-        band = intervals(resolver, scenario, [row.target], dists, samples, seed, PERCENTILES).get(row.target) \
-            if dists else None
         bounds = {level: (band[lo], band[hi]) for level, (lo, hi) in LEVELS.items()} if band else {}
-        scored.append((row, scoring.Scored(row.panel, row.measured, res.value, bounds)))
+        scored.append((row, scoring.Scored(row.panel, row.measured, predicted, bounds)))
         table.append({"id": row.id, "panel": row.panel, "where": row.where, "run": row.label, "target": row.target,
-                      "units": res.units, "measured": row.measured, "measured_low": row.low,
-                      "measured_high": row.high, "predicted": res.value,
-                      "error": (res.value - row.measured) / row.measured,
+                      "units": units, "measured": row.measured, "measured_low": row.low,
+                      "measured_high": row.high, "predicted": predicted,
+                      "error": (predicted - row.measured) / row.measured,
                       **{f"p{p}": (band[p] if band else None) for p in (5, 25, 75, 95)},
                       "source": row.source, "assumed_fields": list(row.assumptions), "observations": list(row.ids)})
+    # The model-form term of each row from the other panels' residuals: when scoring the sealed set, every
+    # panel of data/observations; otherwise the panels scored here, leaving the row's own out.
+    pool = (_residuals(_pool_rows(resolver, scenarios, facts, default_dir, references, calibration, presets, assign),
+                       facts)
+            if sealed else _residuals([(r, s.predicted) for r, s in scored], facts))
+    with_term = []
+    for (row, sc), entry in zip(scored, table):
+        terms = {level: model_form.term(model_form.stratum(row.run, facts), [p for p in pool if p.panel != row.panel],
+                                        level) for level in LEVELS}
+        bounds = {level: model_form.combine(sc.predicted, sc.intervals.get(level), t.half_width)
+                  for level, t in terms.items() if t.half_width is not None}
+        with_term.append((row, scoring.Scored(row.panel, row.measured, sc.predicted, bounds)))
+        entry["model_form"] = {f"{round(100 * level)}%": {**t.to_dict(), "interval": bounds.get(level)}
+                               for level, t in terms.items()}
     unresolved.sort(key=lambda u: (u["panel"], u["id"]))
     names = sorted({r.panel for r, _ in scored} | {u["panel"] for u in unresolved})
-    panels = {panel: _panel(panel, scored, unresolved) for panel in names}
+    panels = {panel: _panel(panel, scored, unresolved, with_term) for panel in names}
     overall = None
     if scored:
         overall = {"n": len(scored), **scoring.errors([s.predicted for _, s in scored],
@@ -190,7 +194,44 @@ def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sourc
     return Validation([str(s) for s in sources], calibration, table, unresolved, panels, overall, skipped)
 
 
-def _panel(panel: str, scored: list[tuple[Row, scoring.Scored]], unresolved: list[dict]) -> dict:
+def _predict(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, row: Row, run, samples: int, seed: int):
+    """(predicted, units, percentile band or None, None) for a row, or (None, None, None, reason) when it does
+    not resolve; no band with `samples` 0."""
+    try:
+        scenario = facts.fields_for(run).scenario(scenarios, run)
+        res = resolver.resolve(row.target, scenario)
+    except (ResolveError, InputError) as exc:
+        return None, None, None, str(exc)
+    if res.value is None:
+        return None, None, None, f"{row.target} still needs {', '.join(sorted(res.missing))}"
+    dists = fitted_distributions(scenario) if samples else None
+    band = intervals(resolver, scenario, [row.target], dists, samples, seed, PERCENTILES).get(row.target) \
+        if dists else None
+    return res.value, res.units, band, None
+
+
+def _pool_rows(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, default_dir: Path | None,
+               references: Collection[str], calibration: str | None, presets: Sequence[str],
+               assign: Mapping[str, object] | None) -> list[tuple[Row, float]]:
+    """Every evaluation row of data/observations with its point prediction (rows that do not resolve left out):
+    the residuals the sealed set's model-form term is estimated from."""
+    rows, _, _ = gather(scenarios, facts, [], default_dir, references)
+    mine = [*([calibration] if calibration else []), *presets]
+    out = []
+    for row in rows:
+        run = row.run.with_extras(presets=[p for p in mine if p not in row.run.presets_in_order()], assign=assign)
+        predicted, _, _, reason = _predict(resolver, scenarios, facts, row, run, 0, 0)
+        if reason is None:
+            out.append((row, predicted))
+    return out
+
+
+def _residuals(rows: list[tuple[Row, float]], facts: Facts) -> list[model_form.Residual]:
+    return [model_form.Residual(r.panel, model_form.stratum(r.run, facts), math.log(p / r.measured)) for r, p in rows]
+
+
+def _panel(panel: str, scored: list[tuple[Row, scoring.Scored]], unresolved: list[dict],
+           with_term: list[tuple[Row, scoring.Scored]]) -> dict:
     mine = [(r, s) for r, s in scored if r.panel == panel]
     out: dict = {"n": len(mine), "unresolved": sum(u["panel"] == panel for u in unresolved)}
     if not mine:
@@ -204,6 +245,14 @@ def _panel(panel: str, scored: list[tuple[Row, scoring.Scored]], unresolved: lis
     out["kendall_tau_b"] = scoring.kendall_tau_b(predicted, measured) if same else None
     cov = scoring.coverage([s for _, s in mine]).get(panel, {})
     out["coverage"] = {f"{round(100 * level)}%": c.to_dict() for level, c in cov.items()}
+    # Coverage with the model-form term, its widths estimated without this panel; rows where the term
+    # abstains are counted apart.
+    ours = [s for r, s in with_term if r.panel == panel]
+    cov_mf = scoring.coverage(ours).get(panel, {})
+    out["coverage_model_form"] = {f"{round(100 * level)}%": {**(cov_mf[level].to_dict() if level in cov_mf else
+                                                                 {"covered": 0, "n": 0, "fraction": None}),
+                                                              "abstained": sum(level not in s.intervals for s in ours)}
+                                  for level in LEVELS}
     out["decisions"] = _decisions(mine, [u for u in unresolved if u["panel"] == panel])
     return out
 

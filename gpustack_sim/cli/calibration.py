@@ -109,9 +109,15 @@ def validate_cmd(ctx: typer.Context,
                          f"{band} {t['units']}")
         if panel["n"]:
             cov = ", ".join(f"{level} {c['covered']}/{c['n']}" for level, c in panel["coverage"].items()) or "n/a"
+            mf = ", ".join(f"{level} {c['covered']}/{c['n']}" + (f" ({c['abstained']} abstained)" if c["abstained"]
+                                                                  else "")
+                           for level, c in panel["coverage_model_form"].items())
             lines.append(f"  MAPE {_pct(panel['mape'])}, max |error| {_pct(panel['max_abs_error'])}, bias "
                          f"{100 * panel['bias']:+.1f}%, Spearman {_num(panel['spearman'])}, Kendall tau-b "
-                         f"{_num(panel['kendall_tau_b'])}, interval coverage {cov}")
+                         f"{_num(panel['kendall_tau_b'])}, interval coverage {cov}; with the model-form term "
+                         f"(estimated without this panel) {mf}")
+            terms = {t["model_form"]["90%"]["reason"] for t in mine}
+            lines += [f"  model-form term at 90%: {reason}" for reason in sorted(terms)]
             for d in panel["decisions"]:
                 lines.append(f"  decision {d['group']}: " + (f"regret {_pct(d['regret'])} (chose {d['chosen']}, best "
                                                             f"{d['best']})" if d["regret"] is not None
