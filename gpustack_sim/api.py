@@ -260,6 +260,15 @@ class Engine:
 
         return report(self.resolver, self.scenarios, preset, targets or {})
 
+    def model_form(self, run: RunSpec | ServeRunSpec, samples: int = 2) -> dict:
+        """The model-form term of a run (docs/evaluation.md): the errors of every evaluation panel of
+        data/observations, in the run's stratum, at 50% and 90%; outside the panels' territory it widens, and
+        with too few rows it abstains, saying why."""
+        from .analyses.model_form import for_run
+        from .analyses.validate import LEVELS
+
+        return for_run(run, self.facts, self.validate(samples=samples).rows, sorted(LEVELS))
+
     def validate(self, sources: str | Path | Sequence[str | Path] = (), *, presets: Sequence[str] = (),
                  assign: Mapping[str, object] | None = None, samples: int = 2000, seed: int = 0,
                  calibration: str | None = "calibration", sealed: bool = False) -> Validation:

@@ -71,3 +71,12 @@ def test_strata_of_real_rows(engine: Engine) -> None:
     assert stratum(items["narayanan2021-t1-gpt-1.7b"].run, facts).generation == "a100"
     serving = stratum(items["azure-h100-vllm-llama31-70b-fp8-tp8-in128-out128"].run, facts)
     assert (serving.workload, serving.kind, serving.scale) == ("serving", "dense", "node")
+
+
+def test_a_serving_run_abstains_at_90_percent_and_says_why(engine: Engine) -> None:
+    # One serving panel of 6 rows: fewer than the 9 a 90% split-conformal quantile needs.
+    mf = engine.model_form(engine.load_run(REPO / "runs" / "serve_llama70b_8xh100.yaml"))
+    assert mf["stratum"]["workload"] == "serving"
+    t90, t50 = mf["terms"]["90%"], mf["terms"]["50%"]
+    assert t90["half_width"] is None and t90["reason"].startswith("abstains: 6 serving rows")
+    assert t50["half_width"] is not None and t50["n"] == 6

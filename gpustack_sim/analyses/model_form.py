@@ -121,3 +121,17 @@ def combine(predicted: float, band: tuple[float, float] | None, half_width: floa
     hi_p = math.log(band[1] / predicted) if band else 0.0
     return (predicted * math.exp(-math.hypot(half_width, max(lo_p, 0.0))),
             predicted * math.exp(math.hypot(half_width, max(hi_p, 0.0))))
+
+
+def residuals_of(rows: Sequence[dict]) -> list[Residual]:
+    """The residuals of `validate`'s scored rows (each carries its stratum)."""
+    return [Residual(r["panel"], Stratum(**r["stratum"]), math.log(r["predicted"] / r["measured"])) for r in rows]
+
+
+def for_run(run, facts: Facts, rows: Sequence[dict], levels: Sequence[float]) -> dict:
+    """The model-form term of a run no panel holds, from every scored evaluation row: its stratum, and per
+    level the half-width (or the abstention) with its reason."""
+    s = stratum(run, facts)
+    pool = residuals_of(rows)
+    return {"stratum": asdict(s), "rows": len(pool),
+            "terms": {f"{round(100 * level)}%": term(s, pool, level).to_dict() for level in levels}}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpustack_compiler.atomic import write_atomic
@@ -184,6 +184,7 @@ def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sourc
         with_term.append((row, scoring.Scored(row.panel, row.measured, sc.predicted, bounds)))
         entry["model_form"] = {f"{round(100 * level)}%": {**t.to_dict(), "interval": bounds.get(level)}
                                for level, t in terms.items()}
+        entry["stratum"] = asdict(model_form.stratum(row.run, facts))
     unresolved.sort(key=lambda u: (u["panel"], u["id"]))
     names = sorted({r.panel for r, _ in scored} | {u["panel"] for u in unresolved})
     panels = {panel: _panel(panel, scored, unresolved, with_term) for panel in names}
