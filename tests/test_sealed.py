@@ -3,6 +3,7 @@ its seal is broken (gpustack_sim/engine/sealed.py)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -57,3 +58,29 @@ def test_validate_refuses_sealed_rows_without_the_flag_and_other_rows_with_it(bu
         assert f"validate refuses {n} sealed observation(s)" in res.stderr and "--sealed" in res.stderr
     res = gp(build, "validate", "--sealed", str(REPO / "data" / "observations" / "narayanan2021_table1.yaml"))
     assert res.returncode == 2 and "--sealed scores the sealed set alone" in res.stderr
+
+
+def test_validate_sealed_scores_a_sealed_set_with_the_panels_as_its_pool(build: Path, tmp_path: Path,
+                                                                          monkeypatch) -> None:
+    # A workspace of its own: one panel in data/observations, and a sealed set beside it made of another
+    # panel already scored in the repository (the MT-NLG rows), so no sealed row of the repository is scored.
+    (tmp_path / "data" / "observations").mkdir(parents=True)
+    (tmp_path / "data" / "sealed").mkdir()
+    shutil.copy(NARAYANAN, tmp_path / "data" / "observations")
+    sealed = tmp_path / "data" / "sealed" / "mtnlg.yaml"
+    shutil.copy(REPO / "data" / "observations" / "smith2022_mtnlg.yaml", sealed)
+    monkeypatch.chdir(tmp_path)
+    res = gp(build, "validate", "--sealed", "--json")
+    assert res.returncode == 2 and "has no sealed.lock" in res.stderr
+    assert gp(build, "observations", "seal").returncode == 0
+    res = gp(build, "validate", "--sealed", "--samples", "2", "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert set(data["panels"]) == {"smith2022_mtnlg_throughput"}
+    for row in data["rows"]:
+        # The term comes from the one panel of data/observations: ten A100 rows.
+        assert row["model_form"]["90%"]["n"] == 10 and "training/a100/dense" in row["model_form"]["90%"]["reason"]
+    assert gp(build, "validate", "--samples", "2").returncode == 0  # the panels alone, without the sealed set
+    sealed.write_text(sealed.read_text().replace("low: 60.05, high: 60.15", "low: 60.0, high: 60.2", 1))
+    res = gp(build, "validate", "--sealed")
+    assert res.returncode == 2 and "changed since it was locked" in res.stderr
