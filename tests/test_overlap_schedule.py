@@ -645,6 +645,24 @@ def test_interleaves_rejected_only_for_memory_are_said_with_their_throughput(tmp
     assert rates == sorted(rates)  # a smaller bubble with every doubling
 
 
+def test_an_uneven_layer_count_without_a_stage_split_is_said_with_the_whole_splits(tmp_path: Path) -> None:
+    data = yaml.safe_load((REPO / "runs" / "llama3_405b_16384xh100.yaml").read_text())
+    for k in ("first_stage_layers", "last_stage_layers"):
+        data["layout"].pop(k)
+    path = tmp_path / "llama3_even.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    res = run_cli_here("estimate", str(path), "--samples", "2", "--json")
+    assert res.returncode == 0, res.stderr
+    (note,) = json.loads(res.stdout)["notes"]
+    whole = re.search(r"126 layers do not divide over 16 stages: the estimate splits them evenly, 7.875 per stage "
+                      r"\(set layout.first_stage_layers and last_stage_layers\); whole splits with lighter first "
+                      r"and last stages: 7 \+ 14 x 8 \+ 7 at ([0-9.e+]+) token/s$", note)
+    assert whole, note
+    given = run_cli_here("estimate", str(REPO / "runs" / "llama3_405b_16384xh100.yaml"), "--samples", "2", "--json")
+    rate = next(f["value"] for f in json.loads(given.stdout)["figures"] if f["target"] == "training.tokens_per_sec")
+    assert float(whole.group(1)) == pytest.approx(rate, rel=1e-3)
+
+
 def test_a_layout_that_does_not_fit_warns_and_fails_only_when_strict() -> None:
     args = ("estimate", str(README_RUN), "--samples", "2", "--set", "layout.micro_batch=16",
             "--set", "layout.recompute=none")

@@ -68,3 +68,28 @@ def _unfit(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: Ru
 
 def _with(run: RunSpec, interleave: int) -> RunSpec:
     return run.model_copy(update={"layout": run.layout.model_copy(update={"interleave": interleave})})
+
+
+def split_note(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: RunSpec) -> str | None:
+    """When the layers do not divide over the pipeline stages and the run gives no first and last stage, the
+    estimate's even split is a fraction of a layer per stage: say so, with the splits that are whole (equal
+    lighter first and last stages, the rest even, as Llama 3 and Megatron's uneven stages do) and the throughput
+    each would give."""
+    lay, layers = run.layout, run.model.layers
+    if lay.pp < 3 or lay.first_stage_layers is not None or layers % lay.pp == 0:
+        return None
+    target = facts.objectives[OBJECTIVE].variable
+    found = []
+    for k in range(1, layers // lay.pp + 1):
+        middle, rest = divmod(layers - 2 * k, lay.pp - 2)
+        if rest or middle < k:
+            continue
+        option = run.model_copy(update={"layout": lay.model_copy(update={"first_stage_layers": k,
+                                                                           "last_stage_layers": k})})
+        res = resolver.resolve(target, facts.run_fields.scenario(scenarios, option))
+        shown = f" at {res.value:.4g} {resolver.variable(target).units}" if res.value is not None else ""
+        found.append(f"{k} + {lay.pp - 2} x {middle} + {k}{shown}")
+    whole = f"; whole splits with lighter first and last stages: {'; '.join(found)}" if found else \
+        "; no split with equal lighter first and last stages is whole"
+    return (f"{layers} layers do not divide over {lay.pp} stages: the estimate splits them evenly, "
+            f"{layers / lay.pp:.4g} per stage (set layout.first_stage_layers and last_stage_layers){whole}")
