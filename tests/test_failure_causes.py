@@ -4,7 +4,6 @@ rates' own uncertainty drawn per replication so the band holds it beside the Poi
 from __future__ import annotations
 
 import dataclasses
-import statistics
 
 import pytest
 

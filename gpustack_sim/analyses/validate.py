@@ -82,8 +82,8 @@ def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], de
         ids = sealed_ids(folder) if (folder / SEALED_LOCK).exists() else set()
         held = [i for i in items if is_sealed(i, folder, ids)]
         if held and not sealed:
-            raise InputError(f"validate refuses {len(held)} sealed observation(s) ({held[0].obs.id}, {held[0].where} ...): "
-                             "the sealed set is scored once, when its issue resolves",
+            raise InputError(f"validate refuses {len(held)} sealed observation(s) ({held[0].obs.id}, "
+                             f"{held[0].where} ...): the sealed set is scored once, when its issue resolves",
                              "pass --sealed to score it (docs/evaluation.md, the sealed set)")
         if sealed and len(held) != len(items):
             other = next(i for i in items if not is_sealed(i, folder, ids))

@@ -42,8 +42,8 @@ def seal_problems(folder: Path) -> list[str]:
     """What breaks the seal: no lock, an observation changed, gone, or added after the seal was written."""
     lock_path = folder / LOCK_NAME
     if not lock_path.exists():
-        return [f"{folder}: the sealed set has no {LOCK_NAME} (seal it with `gpustack observations seal` "
-                "before anything is scored)"]
+        return [(f"{folder}: the sealed set has no {LOCK_NAME} (seal it with `gpustack observations seal` "
+                 "before anything is scored)")]
     items = load_observations([folder])
     lock = read_lock(lock_path)
     return lock_problems(items, lock) + [f"{i.where}: observation `{i.obs.id}` was added after the set was sealed"
