@@ -329,16 +329,26 @@ class Engine:
         return validate_learning(self.resolver, self.scenarios, self.facts, paths, samples=samples, seed=seed,
                                  default_dir=default_observations(), references=set(self.tables.references))
 
+    def model_form(self, run: RunSpec | ServeRunSpec, samples: int = 2) -> dict:
+        """The model-form term of a run (docs/evaluation.md): the errors of every evaluation panel of
+        data/observations, in the run's stratum, at 50% and 90%; outside the panels' territory it widens, and
+        with too few rows it abstains, saying why."""
+        from .analyses.model_form import for_run
+        from .analyses.validate import LEVELS
+
+        return for_run(run, self.facts, self.validate(samples=samples).rows, sorted(LEVELS))
+
     def validate(self, sources: str | Path | Sequence[str | Path] = (), *, presets: Sequence[str] = (),
                  assign: Mapping[str, object] | None = None, samples: int = 2000, seed: int = 0,
-                 calibration: str | None = "calibration") -> Validation:
+                 calibration: str | None = "calibration", sealed: bool = False) -> Validation:
         """Predict held-out measurements with the calibrated model and score them per panel: evaluation
         observations (files or folders; calibration ones are refused by id) and CSV files in the calibration
         columns; given nothing, every evaluation observation in data/observations. `presets` and `assign`
-        apply to every row after its own; rows that do not resolve are reported with their reason."""
+        apply to every row after its own; rows that do not resolve are reported with their reason. Sealed
+        observations (data/sealed) are refused unless `sealed`, which scores the sealed set alone, as sealed."""
         from .analyses.validate import validate
 
         paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(p) for p in sources]
         return validate(self.resolver, self.scenarios, self.facts, paths, presets=presets, assign=assign,
                         samples=samples, seed=seed, calibration=calibration, default_dir=default_observations(),
-                        references=set(self.tables.references))
+                        references=set(self.tables.references), sealed=sealed)

@@ -26,7 +26,7 @@ from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.run import RunSpec
 from ..engine.serve_run import ServeRunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
-from .interleave import settle_interleave
+from .interleave import settle_interleave, split_note
 from .uncertainty import PERCENTILES, STAGE_LIMIT, Distribution, Sampler, parse_spec, percentiles
 
 @dataclass
@@ -88,9 +88,10 @@ def estimate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, run: 
     """A training run's figures (catalog/bindings/figures.yaml) and its memory fit; an interleave the run
     leaves out is chosen (the valid one with the highest throughput) and said in the notes."""
     run, chosen = settle_interleave(resolver, scenarios, facts, run)
+    split = split_note(resolver, scenarios, facts, run)
     est = _estimate(resolver, scenarios, facts.run_fields, facts.figures, facts.memory, run, samples, seed, extra,
                     backend, facts.required_figures)
-    est.notes.extend([chosen] if chosen else [])
+    est.notes.extend(n for n in (chosen, split) if n)
     return est
 
 

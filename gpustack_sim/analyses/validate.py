@@ -9,8 +9,9 @@ are still scored."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpustack_compiler.base.atomic import write_atomic
@@ -20,7 +21,9 @@ from ..engine.facts import Facts
 from ..engine.observation import in_force, load_observations, require_split, superseded_by
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.scenario import ScenarioBuilder
-from . import scoring
+from ..engine.sealed import LOCK_NAME as SEALED_LOCK
+from ..engine.sealed import is_sealed, seal_problems, sealed_folder, sealed_ids
+from . import model_form, scoring
 from .estimate import fitted_distributions, intervals
 from .measured import Row, check_sources, observation_row, read_rows
 
@@ -46,11 +49,20 @@ class Validation:
 
 
 def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], default_dir: Path | None,
-           references: Collection[str]) -> tuple[list[Row], list[dict], list[dict]]:
+           references: Collection[str], sealed: bool = False) -> tuple[list[Row], list[dict], list[dict]]:
     """Rows to predict from CSV files and observation files or folders (evaluation observations only);
-    with no sources, every evaluation observation in `default_dir`. Observations of a variable the catalog
-    does not have come back as unresolved entries instead of rows; superseded observations are skipped and
-    come back as the third list."""
+    with no sources, every evaluation observation in `default_dir` (with `sealed`, the sealed set beside it).
+    Observations of a variable the catalog does not have come back as unresolved entries instead of rows;
+    superseded observations are skipped and come back as the third list. A sealed observation is refused
+    unless `sealed` is asked for, and then only while the seal holds (engine/sealed.py)."""
+    folder = sealed_folder(default_dir) if default_dir is not None else None
+    if sealed:
+        if folder is None:
+            raise InputError("--sealed: no data/observations folder, so no sealed set beside it")
+        problems = seal_problems(folder)
+        if problems:
+            raise InputError(problems[0], "the sealed set is scored only as it was sealed")
+        sources = list(sources) or [folder]
     csvs = [Path(p) for p in sources if Path(p).suffix.lower() == ".csv"]
     given = [Path(p) for p in sources if Path(p).suffix.lower() != ".csv"]
     rows: list[Row] = []
@@ -67,6 +79,17 @@ def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], de
         items = [i for i in load_observations([default_dir]) if i.obs.split == "evaluation" and i.obs.learning is None]
     else:
         items = []
+    if folder is not None:
+        ids = sealed_ids(folder) if (folder / SEALED_LOCK).exists() else set()
+        held = [i for i in items if is_sealed(i, folder, ids)]
+        if held and not sealed:
+            raise InputError(f"validate refuses {len(held)} sealed observation(s) ({held[0].obs.id}, "
+                             f"{held[0].where} ...): the sealed set is scored once, when its issue resolves",
+                             "pass --sealed to score it (docs/evaluation.md, the sealed set)")
+        if sealed and len(held) != len(items):
+            other = next(i for i in items if not is_sealed(i, folder, ids))
+            raise InputError(f"--sealed scores the sealed set alone; {other.where} (`{other.obs.id}`) is not sealed",
+                             "score the panels without --sealed")
     successors = superseded_by(items)
     items, gone = in_force(items)
     skipped = [{"id": i.obs.id, "panel": i.obs.panel, "where": i.where, "superseded_by": successors[i.obs.id]}
@@ -119,10 +142,10 @@ def fitted_ids(scenarios: ScenarioBuilder, presets: Sequence[str]) -> set[str]:
 def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], *,
              presets: Sequence[str] = (), assign: Mapping[str, object] | None = None, samples: int = 2000,
              seed: int = 0, calibration: str | None = "calibration", default_dir: Path | None = None,
-             references: Collection[str] = ()) -> Validation:
+             references: Collection[str] = (), sealed: bool = False) -> Validation:
     extra = [*([calibration] if calibration else []), *presets]
     scenarios.build(extra, assign)  # the options apply to every row: a bad one is the user's, once
-    rows, unresolved, skipped = gather(scenarios, facts, sources, default_dir, references)
+    rows, unresolved, skipped = gather(scenarios, facts, sources, default_dir, references, sealed)
     runs = {}
     for r in rows:
         mine = [*([calibration] if calibration else []), *presets]
@@ -135,33 +158,37 @@ def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sourc
                          "data fitted into the model cannot grade it (docs/evaluation.md)")
     scored, table = [], []
     for row in rows:
-        reason = None
-        try:
-            scenario = facts.fields_for(runs[row.id]).scenario(scenarios, runs[row.id])
-            res = resolver.resolve(row.target, scenario)
-        except (ResolveError, InputError) as exc:
-            reason = str(exc)
-        else:
-            if res.value is None:
-                reason = f"{row.target} still needs {', '.join(sorted(res.missing))}"
+        predicted, units, band, reason = _predict(resolver, scenarios, facts, row, runs[row.id], samples, seed)
         if reason is not None:
             unresolved.append({"id": row.id, "panel": row.panel, "where": row.where, "target": row.target,
                                "decision": row.decision.group if row.decision else None, "reason": reason})
             continue
-        dists = fitted_distributions(scenario)
-        band = intervals(resolver, scenario, [row.target], dists, samples, seed, PERCENTILES).get(row.target) \
-            if dists else None
         bounds = {level: (band[lo], band[hi]) for level, (lo, hi) in LEVELS.items()} if band else {}
-        scored.append((row, scoring.Scored(row.panel, row.measured, res.value, bounds)))
+        scored.append((row, scoring.Scored(row.panel, row.measured, predicted, bounds)))
         table.append({"id": row.id, "panel": row.panel, "where": row.where, "run": row.label, "target": row.target,
-                      "units": res.units, "measured": row.measured, "measured_low": row.low,
-                      "measured_high": row.high, "predicted": res.value,
-                      "error": (res.value - row.measured) / row.measured,
+                      "units": units, "measured": row.measured, "measured_low": row.low,
+                      "measured_high": row.high, "predicted": predicted,
+                      "error": (predicted - row.measured) / row.measured,
                       **{f"p{p}": (band[p] if band else None) for p in (5, 25, 75, 95)},
                       "source": row.source, "assumed_fields": list(row.assumptions), "observations": list(row.ids)})
+    # The model-form term of each row from the other panels' residuals: when scoring the sealed set, every
+    # panel of data/observations; otherwise the panels scored here, leaving the row's own out.
+    pool = (_residuals(_pool_rows(resolver, scenarios, facts, default_dir, references, calibration, presets, assign),
+                       facts)
+            if sealed else _residuals([(r, s.predicted) for r, s in scored], facts))
+    with_term = []
+    for (row, sc), entry in zip(scored, table):
+        terms = {level: model_form.term(model_form.stratum(row.run, facts), [p for p in pool if p.panel != row.panel],
+                                        level) for level in LEVELS}
+        bounds = {level: model_form.combine(sc.predicted, sc.intervals.get(level), t.half_width)
+                  for level, t in terms.items() if t.half_width is not None}
+        with_term.append((row, scoring.Scored(row.panel, row.measured, sc.predicted, bounds)))
+        entry["model_form"] = {f"{round(100 * level)}%": {**t.to_dict(), "interval": bounds.get(level)}
+                               for level, t in terms.items()}
+        entry["stratum"] = asdict(model_form.stratum(row.run, facts))
     unresolved.sort(key=lambda u: (u["panel"], u["id"]))
     names = sorted({r.panel for r, _ in scored} | {u["panel"] for u in unresolved})
-    panels = {panel: _panel(panel, scored, unresolved) for panel in names}
+    panels = {panel: _panel(panel, scored, unresolved, with_term) for panel in names}
     overall = None
     if scored:
         overall = {"n": len(scored), **scoring.errors([s.predicted for _, s in scored],
@@ -169,7 +196,44 @@ def validate(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sourc
     return Validation([str(s) for s in sources], calibration, table, unresolved, panels, overall, skipped)
 
 
-def _panel(panel: str, scored: list[tuple[Row, scoring.Scored]], unresolved: list[dict]) -> dict:
+def _predict(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, row: Row, run, samples: int, seed: int):
+    """(predicted, units, percentile band or None, None) for a row, or (None, None, None, reason) when it does
+    not resolve; no band with `samples` 0."""
+    try:
+        scenario = facts.fields_for(run).scenario(scenarios, run)
+        res = resolver.resolve(row.target, scenario)
+    except (ResolveError, InputError) as exc:
+        return None, None, None, str(exc)
+    if res.value is None:
+        return None, None, None, f"{row.target} still needs {', '.join(sorted(res.missing))}"
+    dists = fitted_distributions(scenario) if samples else None
+    band = intervals(resolver, scenario, [row.target], dists, samples, seed, PERCENTILES).get(row.target) \
+        if dists else None
+    return res.value, res.units, band, None
+
+
+def _pool_rows(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, default_dir: Path | None,
+               references: Collection[str], calibration: str | None, presets: Sequence[str],
+               assign: Mapping[str, object] | None) -> list[tuple[Row, float]]:
+    """Every evaluation row of data/observations with its point prediction (rows that do not resolve left out):
+    the residuals the sealed set's model-form term is estimated from."""
+    rows, _, _ = gather(scenarios, facts, [], default_dir, references)
+    mine = [*([calibration] if calibration else []), *presets]
+    out = []
+    for row in rows:
+        run = row.run.with_extras(presets=[p for p in mine if p not in row.run.presets_in_order()], assign=assign)
+        predicted, _, _, reason = _predict(resolver, scenarios, facts, row, run, 0, 0)
+        if reason is None:
+            out.append((row, predicted))
+    return out
+
+
+def _residuals(rows: list[tuple[Row, float]], facts: Facts) -> list[model_form.Residual]:
+    return [model_form.Residual(r.panel, model_form.stratum(r.run, facts), math.log(p / r.measured)) for r, p in rows]
+
+
+def _panel(panel: str, scored: list[tuple[Row, scoring.Scored]], unresolved: list[dict],
+           with_term: list[tuple[Row, scoring.Scored]]) -> dict:
     mine = [(r, s) for r, s in scored if r.panel == panel]
     out: dict = {"n": len(mine), "unresolved": sum(u["panel"] == panel for u in unresolved)}
     if not mine:
@@ -183,6 +247,14 @@ def _panel(panel: str, scored: list[tuple[Row, scoring.Scored]], unresolved: lis
     out["kendall_tau_b"] = scoring.kendall_tau_b(predicted, measured) if same else None
     cov = scoring.coverage([s for _, s in mine]).get(panel, {})
     out["coverage"] = {f"{round(100 * level)}%": c.to_dict() for level, c in cov.items()}
+    # Coverage with the model-form term, its widths estimated without this panel; rows where the term
+    # abstains are counted apart.
+    ours = [s for r, s in with_term if r.panel == panel]
+    cov_mf = scoring.coverage(ours).get(panel, {})
+    out["coverage_model_form"] = {f"{round(100 * level)}%": {**(cov_mf[level].to_dict() if level in cov_mf else
+                                                                 {"covered": 0, "n": 0, "fraction": None}),
+                                                              "abstained": sum(level not in s.intervals for s in ours)}
+                                  for level in LEVELS}
     out["decisions"] = _decisions(mine, [u for u in unresolved if u["panel"] == panel])
     return out
 

@@ -97,16 +97,19 @@ def validate_cmd(ctx: typer.Context,
                                            "intervals, to this PNG file."),
                  learning: bool = typer.Option(False, "--learning", help="Score the learning calibration on "
                                                "held-out local learning conditions instead."),
+                 sealed: bool = typer.Option(False, "--sealed", help="Score the sealed set (data/sealed) alone, "
+                                             "once, when its issue resolves; refused while its seal is broken."),
                  allow_violations: bool = AllowViolationsOpt, as_json: bool = JsonOpt) -> None:
     """Predict held-out measurements with the calibrated model and score them per panel."""
     if learning:
-        if preset or assign:
-            raise typer.BadParameter("--learning scores the learning calibration alone: no --preset or --assign")
+        if preset or assign or sealed:
+            raise typer.BadParameter("--learning scores the learning calibration alone: no --preset, --assign or "
+                                     "--sealed")
         result = engine(ctx).validate_learning(list(sources or []), samples=samples or 200, seed=seed)
     else:
         result = engine(ctx, allow_violations=allow_violations).validate(list(sources or []), presets=preset,
                                       assign=pairs(assign, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'"),
-                                      samples=samples or 2000, seed=seed)
+                                      samples=samples or 2000, seed=seed, sealed=sealed)
     if plot is not None:
         from ..analyses.validate import plot as plot_validation
 
@@ -125,9 +128,15 @@ def validate_cmd(ctx: typer.Context,
                                                    if t.get("outside_territory") else ""))
         if panel["n"]:
             cov = ", ".join(f"{level} {c['covered']}/{c['n']}" for level, c in panel["coverage"].items()) or "n/a"
+            mf = ", ".join(f"{level} {c['covered']}/{c['n']}" + (f" ({c['abstained']} abstained)" if c["abstained"]
+                                                                  else "")
+                           for level, c in panel["coverage_model_form"].items())
             lines.append(f"  MAPE {_pct(panel['mape'])}, max |error| {_pct(panel['max_abs_error'])}, bias "
                          f"{100 * panel['bias']:+.1f}%, Spearman {_num(panel['spearman'])}, Kendall tau-b "
-                         f"{_num(panel['kendall_tau_b'])}, interval coverage {cov}")
+                         f"{_num(panel['kendall_tau_b'])}, interval coverage {cov}; with the model-form term "
+                         f"(estimated without this panel) {mf}")
+            terms = {t["model_form"]["90%"]["reason"] for t in mine}
+            lines += [f"  model-form term at 90%: {reason}" for reason in sorted(terms)]
             for d in panel["decisions"]:
                 lines.append(f"  decision {d['group']}: " + (f"regret {_pct(d['regret'])} (chose {d['chosen']}, best "
                                                             f"{d['best']})" if d["regret"] is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,9 @@ def estimate_cmd(ctx: typer.Context,
                  allow_violations: bool = AllowViolationsOpt,
                  strict: bool = typer.Option(False, "--strict", help="Exit 1 on a warning too (a layout that "
                                              "does not fit in memory, a violated constraint)."),
+                 model_form: bool = typer.Option(False, "--model-form", help="Also give the model-form term: "
+                                                 "the evaluation panels' errors in this run's stratum, widening "
+                                                 "outside their territory (runs `validate`: tens of seconds)."),
                  as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:
     """Step time, throughput, utilization, memory fit, energy and cost of a training run, or TTFT, TPOT,
     largest batch, tokens/s per GPU, energy and cost per million tokens of a serving run, with intervals.
@@ -60,6 +64,9 @@ def estimate_cmd(ctx: typer.Context,
         est = eng.estimate(run, samples, seed, sample, client)
     data = est.to_dict()
     lines = estimate_lines(est)
+    if model_form:
+        data["model_form"] = eng.model_form(run)
+        lines += model_form_lines(est, data["model_form"], eng.facts.required_figures)
     if plot is not None:
         from ..analyses.breakdown import breakdown
         from ..analyses.plots import estimate_png
@@ -95,6 +102,24 @@ def run_with_extras(run_file: Path | None, set_: list[str], preset: list[str], a
     from ..engine.run_file import load_run
 
     return load_run(run_file, set_).with_extras(preset, pairs(assign, "--assign"), pairs(variant, "--variant"), mode)
+
+
+def model_form_lines(est: Estimate, mf: dict, required) -> list[str]:
+    """The model-form term, and the 90% bands of the figures an estimate requires (step time, throughput)."""
+    from ..analyses.model_form import combine
+
+    stratum = "/".join(mf["stratum"].values())
+    lines = [f"model-form term ({stratum}; from {mf['rows']} evaluation rows' errors, docs/evaluation.md):"]
+    for level, t in mf["terms"].items():
+        width = "abstains" if t["half_width"] is None else f"x/ {math.exp(t['half_width']):.3g}"
+        lines.append(f"  {level}: {width}: {t['reason']}")
+    t90 = mf["terms"].get("90%")
+    if t90 and t90["half_width"] is not None:
+        for f in est.figures:
+            if f.target in required and f.value and f.interval:
+                lo, hi = combine(f.value, (f.interval[5], f.interval[95]), t90["half_width"])
+                lines.append(f"  {f.label} with it: [p5 {lo:.4g}, p95 {hi:.4g}] {f.units}")
+    return lines
 
 
 def estimate_lines(est: Estimate) -> list[str]:

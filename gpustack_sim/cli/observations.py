@@ -67,3 +67,22 @@ def lock_cmd(check: bool = typer.Option(False, "--check", help="Only check: exit
     added = update_lock(path, items)
     out({"added": added, "lock": str(path)}, "\n".join(f"locked {a}" for a in added) or f"{path} is up to date",
         as_json)
+
+
+@observations_app.command("seal")
+def seal_cmd(folder: Path = typer.Argument(None, help="The sealed set's folder (default: data/sealed)."),
+             check: bool = typer.Option(False, "--check", help="Only check the seal: exit 1 if it is broken."),
+             as_json: bool = JsonOpt) -> None:
+    """Seal an evaluation set by hash, once, before anything is scored (`validate --sealed` scores it)."""
+    from ..api import default_observations
+    from ..engine.sealed import seal, seal_problems, sealed_folder
+
+    folder = folder or sealed_folder(default_observations())
+    if check:
+        problems = seal_problems(folder)
+        out({"problems": problems}, "\n".join(problems) or f"{folder}: the seal holds", as_json)
+        if problems:
+            raise typer.Exit(1)
+        return
+    ids = seal(folder)
+    out({"sealed": ids, "folder": str(folder)}, f"sealed {len(ids)} observations in {folder}", as_json)

@@ -21,11 +21,14 @@ def job_parameters(context: EngineContext, run: RunSpec) -> tuple[JobParameters,
                     FLEET_CLASS[1], *(v for _, v, _, c in FAILURE_CLASSES for v in (v, c) if v),
                     *(v for v, _, _ in AGGREGATE_CLASSES.values())})
     names = [n for n in names if context.resolver.variable(n) is not None]
-    resolved = context.resolver.resolve_many(names, context.run_scenario(run))
+    scenario = context.run_scenario(run)
+    resolved = context.resolver.resolve_many(names, scenario)
     traces = {n: r for n, r in resolved.items() if not isinstance(r, ResolveError) and r.value is not None}
     values = {n: r.value * r.scale for n, r in traces.items()}
     rate = traces.get(JOB_FAILURE_RATE)
     fleet = rate is not None and any(s.variable == JOB_FAILURE_RATE and s.variant == "fleet_per_node"
                                      for s in rate.trace)
-    classes, excluded = failure_classes(values, fleet)
+    # A rate assigned with an uncertainty (a fleet count's) keeps it, in the same base units as its value.
+    sds = {n: a.sd for n, a in scenario.assignments.items() if a.sd and n in values}
+    classes, excluded = failure_classes(values, fleet, sds)
     return JobParameters.from_values(values, classes, excluded), traces

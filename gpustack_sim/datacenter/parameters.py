@@ -14,13 +14,16 @@ from gpustack_compiler.base.errors import InputError
 @dataclass(frozen=True)
 class FailureClass:
     """Independent exponential failures of one kind of part: `rate_per_unit_s` per part and second,
-    `units` parts of it exposed per `per` (gpu, node, link, switch or job)."""
+    `units` parts of it exposed per `per` (gpu, node, link, switch or job). `rate_sd_per_unit_s` is the
+    rate's own uncertainty where its source gives one (a fleet's failure count over its exposure): each
+    replication then draws its rate, so the band over replications holds it beside the Poisson noise."""
 
     name: str
     variable: str
     rate_per_unit_s: float
     per: str
     units_per: float
+    rate_sd_per_unit_s: float = 0.0
 
     def rate_s(self, nodes: int, gpus_per_node: int, links: float, switches: float) -> float:
         """Failures per second of the whole job's exposure to this class."""
@@ -89,6 +92,9 @@ class JobParameters:
         for cls_ in failure_classes:
             if not math.isfinite(cls_.rate_per_unit_s) or cls_.rate_per_unit_s < 0:
                 raise InputError(f"{cls_.variable}: failure rate {cls_.rate_per_unit_s!r} is negative or not finite")
+            if not math.isfinite(cls_.rate_sd_per_unit_s) or cls_.rate_sd_per_unit_s < 0:
+                raise InputError(f"{cls_.variable}: failure rate sd {cls_.rate_sd_per_unit_s!r} is negative or not "
+                                 "finite")
         got = {}
         for fld, var in CATALOG_PARAMETERS.items():
             value = values.get(var)
@@ -162,15 +168,20 @@ AGGREGATE_CLASSES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 FLEET_CLASS = ("fleet_node", "cluster.rel.node_fleet_failure_rate", "node", None)
 
 
-def failure_classes(values: Mapping[str, float], fleet: bool) -> tuple[tuple[FailureClass, ...], tuple[str, ...]]:
-    """The failure classes with a resolved rate, and the names of those left out for want of one.
+def failure_classes(values: Mapping[str, float], fleet: bool, sds: Mapping[str, float] | None = None
+                    ) -> tuple[tuple[FailureClass, ...], tuple[str, ...]]:
+    """The failure classes with a resolved rate, and the names of those left out for want of one; `sds`, the
+    uncertainty of rates assigned with one (base units).
 
     `fleet` follows the catalog's choice for `cluster.rel.job_failure_rate`: the fleet-measured per-node
     rate already lumps every infrastructure part, so the component classes are then not added to it."""
+    sds = sds or {}
+
     def make(name: str, var: str, per: str, count_var: str | None) -> FailureClass | None:
         if var not in values or (count_var is not None and count_var not in values):
             return None
-        return FailureClass(name, var, values[var], per, 1.0 if count_var is None else values[count_var])
+        return FailureClass(name, var, values[var], per, 1.0 if count_var is None else values[count_var],
+                            sds.get(var, 0.0))
 
     if fleet:
         found = make(*FLEET_CLASS)

@@ -269,10 +269,17 @@ class _Failures:
     live here only; the next failure time exists nowhere until the previous one has happened."""
 
     def __init__(self, params: JobParameters, seed: np.random.SeedSequence, queue: EventQueue):
-        streams = seed.spawn(max(1, len(params.failure_classes)))
-        self._rngs = [np.random.Generator(np.random.PCG64(s)) for s in streams]
+        classes = params.failure_classes
+        streams = seed.spawn(max(1, len(classes)) + 1)
+        self._rngs = [np.random.Generator(np.random.PCG64(s)) for s in streams[:-1]]
         self._params, self._queue = params, queue
-        self._generation = [0] * len(params.failure_classes)
+        self._generation = [0] * len(classes)
+        # This replication's rate of each class: a gamma draw (the conjugate of a Poisson rate) with the
+        # rate's mean and sd, from a stream of its own so the failure times' streams stay as they were.
+        draws = np.random.Generator(np.random.PCG64(streams[-1]))
+        self._scale = [1.0 if not c.rate_sd_per_unit_s or not c.rate_per_unit_s else
+                       float(draws.gamma(k, 1.0 / k)) if (k := (c.rate_per_unit_s / c.rate_sd_per_unit_s) ** 2) else 1.0
+                       for c in classes]
 
     def schedule_all(self, now: int, nodes: int) -> None:
         for i in range(len(self._params.failure_classes)):
@@ -281,7 +288,7 @@ class _Failures:
     def schedule(self, i: int, now: int, nodes: int) -> None:
         self._generation[i] += 1
         p = self._params
-        rate = p.failure_classes[i].rate_s(nodes, p.gpus_per_node, p.job_links, p.job_switches)
+        rate = self._scale[i] * p.failure_classes[i].rate_s(nodes, p.gpus_per_node, p.job_links, p.job_switches)
         if rate > 0:
             delay = to_ns(self._rngs[i].exponential(1.0 / rate))
             self._queue.push(now + delay, Priority.WORLD, EventKind.FAILURE, (i, self._generation[i]))
