@@ -246,6 +246,8 @@ def _progress(state: _State, obs: Mapping[str, Sequence[dict]], model: LearningM
                                           cand["steps_lost_per_rollback"])
         values.append(mine / base)
     notes = (cadence_note, HONESTY,
+             "the interval is the spread over replications at the fitted learning roots; the roots' own fit "
+             "uncertainty (their sds in calibration_learning) is not propagated into it",
              f"{len(skipped)} of {len(obs['synchronous'])} replication(s) not scored: outside the calibrated "
              "territory" + (f" (first: {skipped[0]})" if skipped else ""))
     if not values:
