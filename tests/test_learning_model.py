@@ -121,3 +121,18 @@ def test_prevailing_cadence_is_the_one_over_most_steps():
     c.steps_at.append(700)
     assert c.prevailing(1000) == 2
     assert c.prevailing(2000) == 4
+
+
+def test_progress_interpolated_over_lost_shares_matches_the_model(engine):
+    from gpustack_sim.experiments.panels.learning import LearningModel
+
+    model = LearningModel.from_catalog(engine)
+    if model is None:
+        pytest.skip("no calibration_learning preset in this catalog")
+    shares = [1e-4 * (1 + 0.37 * i) for i in range(30)]
+    got, error = model.progress_at(2, 3, shares)
+    assert 0 < error <= 1e-9
+    for x, g in zip(shares[::7], got[::7]):
+        assert g == pytest.approx(model.progress_per_flop(2, 3, x, 1.0)[0], rel=1e-9)
+    few, none = model.progress_at(2, 3, shares[:3])  # few shares: each evaluated directly
+    assert none == 0.0 and few == [model.progress_per_flop(2, 3, x, 1.0)[0] for x in shares[:3]]
