@@ -284,7 +284,6 @@ def numeric_band(resolver: Resolver, target: str, scenario, samples: int, seed: 
     if not spread:
         return None
     rng = np.random.default_rng(seed)
-    scale = resolver.variable(target).scale
     values = []
     for _ in range(samples):
         at = dict(scenario.assignments)

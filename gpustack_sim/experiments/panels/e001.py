@@ -11,8 +11,10 @@ failure trace for every arm of a replication):
 - progress_per_flop_ratio: each replication's cadence (the local steps in force over most of its steps) and lost
   work (rolled-back share of its steps) through the catalog's learning model (panels/learning.py), candidate
   over synchronous. The learning model is calibrated on a local small model: outside the territory that
-  calibration measured (H, K, share of steps lost to rollbacks) the controller abstains and falls back to the synchronous cadence,
-  and a replication whose lost work lies outside it is not scored; both are counted in the artifact."""
+  calibration measured (H, K, share of steps lost to rollbacks) the controller abstains and falls back to the
+  synchronous cadence, and a replication whose lost work lies outside it is not scored; both are counted in the
+  artifact.
+At the real stage (`observed`) progress per FLOP comes from measured loss curves (measured_learning.py)."""
 
 from __future__ import annotations
 
