@@ -274,3 +274,25 @@ def test_measured_curves_read_back_and_refusals(smoke, tmp_path):
     (out / "learning" / f"{digest}.json").unlink()
     with pytest.raises(InputError, match="is missing"):
         load_measured(obs)
+
+
+def test_committed_curve_is_reproduced_bit_for_bit():
+    """One committed calibration curve (dp-k1, seed 0: a single replica, the cheapest) trained again from the
+    committed config and code gives the committed bytes: the measurements are what this code measures."""
+    import hashlib
+
+    from gpustack_sim.engine.observation import load_observations
+    from gpustack_sim.learning.config import load_config
+    from gpustack_sim.learning.corpus import load_corpus
+    from gpustack_sim.learning.observe import canonical, curve_document
+    from gpustack_sim.learning.train import run_seed
+
+    cfg, corpus_path = load_config(CALIBRATION)
+    cond = next(c for c in cfg.conditions if c.id == "dp-k1")
+    corpus = load_corpus(corpus_path, cfg.holdout_fraction, cfg.model.context)
+    item = next(i for i in load_observations([REPO / "data" / "observations" / "local_learning.yaml"])
+                if i.obs.learning.condition == "dp-k1")
+    path = item.file.parent / item.obs.learning.curves[item.obs.learning.seeds.index(0)]
+    run = run_seed(cfg, corpus, cond, 0)
+    body = canonical(curve_document(run, cond, hashlib.sha256(CALIBRATION.read_bytes()).hexdigest(), corpus.sha256))
+    assert body == path.read_bytes(), path
