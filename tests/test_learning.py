@@ -296,3 +296,23 @@ def test_committed_curve_is_reproduced_bit_for_bit():
     run = run_seed(cfg, corpus, cond, 0)
     body = canonical(curve_document(run, cond, hashlib.sha256(CALIBRATION.read_bytes()).hexdigest(), corpus.sha256))
     assert body == path.read_bytes(), path
+
+
+def test_without_jax_one_line_exit_3_nothing_written(tmp_path):
+    """Without the `learn` extra the command says what to install (exit 3, the machine's problem), after
+    having checked the config; a bad config is still a usage error without it."""
+    import subprocess
+    import sys
+
+    def run(config: Path):
+        code = ("import sys; sys.modules['jax'] = None\nfrom gpustack_sim.cli.main import main\n"
+                f"sys.argv = ['gpustack', 'learn', {str(config)!r}, '--out', {str(tmp_path / 'out')!r}]; main()")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+
+    missing = run(SMOKE)
+    assert missing.returncode == 3 and missing.stderr.strip().splitlines() == [
+        'Error: the learning workload needs jax, which is not installed: python3 -m pip install -e ".[learn]"']
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SMOKE.read_text().replace("steps: 48", "steps: 0"))
+    assert run(bad).returncode == 2
+    assert not (tmp_path / "out").exists()
