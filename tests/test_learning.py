@@ -274,3 +274,45 @@ def test_measured_curves_read_back_and_refusals(smoke, tmp_path):
     (out / "learning" / f"{digest}.json").unlink()
     with pytest.raises(InputError, match="is missing"):
         load_measured(obs)
+
+
+def test_committed_curve_is_reproduced_bit_for_bit():
+    """One committed calibration curve (dp-k1, seed 0: a single replica, the cheapest) trained again from the
+    committed config and code gives the committed bytes: the measurements are what this code measures."""
+    import hashlib
+
+    from gpustack_sim.engine.observation import load_observations
+    from gpustack_sim.learning.config import load_config
+    from gpustack_sim.learning.corpus import load_corpus
+    from gpustack_sim.learning.observe import canonical, curve_document
+    from gpustack_sim.learning.train import run_seed
+
+    cfg, corpus_path = load_config(CALIBRATION)
+    cond = next(c for c in cfg.conditions if c.id == "dp-k1")
+    corpus = load_corpus(corpus_path, cfg.holdout_fraction, cfg.model.context)
+    item = next(i for i in load_observations([REPO / "data" / "observations" / "local_learning.yaml"])
+                if i.obs.learning.condition == "dp-k1")
+    path = item.file.parent / item.obs.learning.curves[item.obs.learning.seeds.index(0)]
+    run = run_seed(cfg, corpus, cond, 0)
+    body = canonical(curve_document(run, cond, hashlib.sha256(CALIBRATION.read_bytes()).hexdigest(), corpus.sha256))
+    assert body == path.read_bytes(), path
+
+
+def test_without_jax_one_line_exit_3_nothing_written(tmp_path):
+    """Without the `learn` extra the command says what to install (exit 3, the machine's problem), after
+    having checked the config; a bad config is still a usage error without it."""
+    import subprocess
+    import sys
+
+    def run(config: Path):
+        code = ("import sys; sys.modules['jax'] = None\nfrom gpustack_sim.cli.main import main\n"
+                f"sys.argv = ['gpustack', 'learn', {str(config)!r}, '--out', {str(tmp_path / 'out')!r}]; main()")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+
+    missing = run(SMOKE)
+    assert missing.returncode == 3 and missing.stderr.strip().splitlines() == [
+        'Error: the learning workload needs jax, which is not installed: python3 -m pip install -e ".[learn]"']
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SMOKE.read_text().replace("steps: 48", "steps: 0"))
+    assert run(bad).returncode == 2
+    assert not (tmp_path / "out").exists()

@@ -151,7 +151,7 @@ def _curve(folder: Path, points: list[dict]) -> str:
     return path.name
 
 
-def _real_stage(tmp_path: Path, drop: str | None = None):
+def _real_stage(tmp_path: Path, drop: str | None = None, inadmissible: str | None = None):
     obs = tmp_path / "obs"
     obs.mkdir()
     rows = []
@@ -164,7 +164,7 @@ def _real_stage(tmp_path: Path, drop: str | None = None):
                 for p in points:
                     p.pop(drop)
             curves.append(_curve(obs, points))
-        rows.append(_row(f"rv-h{h}", "evaluation", _assign(h, 4e6), end, curves))
+        rows.append(_row(f"rv-h{h}", "evaluation", _assign(h, 4e6), end, curves, inadmissible=inadmissible))
     _write(obs / "RV1.yaml", rows)
     ws = tmp_path / "experiments"
     (ws / "protocols").mkdir(parents=True)
@@ -202,3 +202,14 @@ def test_real_stage_refuses_a_curve_without_a_required_series(tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) <= 2 and "lacks the series `flops`" in lines[0] and "rv-h1" in lines[0]
+
+
+def test_real_stage_never_scores_inadmissible_measurements(tmp_path):
+    result = _real_stage(tmp_path, inadmissible="seed 1 diverged: loss not finite")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    art = out.get("artifact", out)
+    progress = next(m for m in art["metrics"] if m["name"] == "progress_per_flop_ratio")
+    assert progress["status"] == "unresolved" and progress["evidence_class"] == "inadmissible"
+    assert any("2 inadmissible condition(s) set aside" in n and "diverged" in n for n in progress["notes"])
+    assert art["conclusion"] == "inconclusive"

@@ -338,8 +338,8 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
              f"      mape: {stats['mape']:.6g}",
              f"      max_abs_error: {stats['max_abs_error']:.6g}",
              f"      bias: {stats['bias']:.6g}",
-             *(["      territory:"] + [f"        {k}: [{lo:.6g}, {hi:.6g}]" for k, (lo, hi) in sorted(territory.items())]
-               if territory else []),
+             *(["      territory:"] + [f"        {k}: [{lo:.6g}, {hi:.6g}]"
+                                         for k, (lo, hi) in sorted(territory.items())] if territory else []),
              "    assignments:"]
     for p in params:
         for root in p.roots:

@@ -18,7 +18,7 @@ from gpustack_compiler.base.atomic import write_atomic
 from gpustack_compiler.base.errors import InputError
 
 from ..engine.facts import Facts
-from ..engine.observation import in_force, load_observations, require_split, superseded_by
+from ..engine.observation import Decision, in_force, load_observations, require_split, superseded_by
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.scenario import ScenarioBuilder
 from ..engine.sealed import LOCK_NAME as SEALED_LOCK
@@ -346,7 +346,8 @@ def learning_items(sources: Sequence[Path], default_dir: Path | None) -> list:
 def numeric_band(resolver: Resolver, target: str, scenario, samples: int, seed: int) -> dict[int, float] | None:
     """Percentiles of `target` with every assignment that carries a spread (a fitted root's sd) drawn from
     a normal distribution and the model resolved at each draw: the learning loss is an integral without a
-    closed form in its roots, so it is sampled numerically. None when nothing carries a spread."""
+    closed form in its roots, so it is sampled numerically. Draws outside the roots' domain give no value;
+    None when nothing carries a spread or most draws leave the domain."""
     import numpy as np
 
     from ..engine.scenario import Assigned, Scenario
@@ -355,18 +356,20 @@ def numeric_band(resolver: Resolver, target: str, scenario, samples: int, seed: 
     if not spread:
         return None
     rng = np.random.default_rng(seed)
-    scale = resolver.variable(target).scale
     values = []
     for _ in range(samples):
         at = dict(scenario.assignments)
         for k in spread:
             a = at[k]
             at[k] = Assigned(float(rng.normal(a.value, a.sd)), a.origin, a.given)
-        res = resolver.resolve(target, Scenario(at, dict(scenario.variants), list(scenario.presets)))
+        try:
+            res = resolver.resolve(target, Scenario(at, dict(scenario.variants), list(scenario.presets)))
+        except ResolveError:
+            continue  # a draw outside the roots' domain (a negative coefficient): no value, not a guess
         if res.value is not None and np.isfinite(res.value):
             values.append(res.value)
-    if not values:
-        return None
+    if len(values) < samples / 2:
+        return None  # most draws leave the domain: the spread says nothing usable, no interval is claimed
     return {p: float(v) for p, v in zip(PERCENTILES, np.percentile(np.array(values), PERCENTILES))}
 
 
@@ -394,15 +397,21 @@ def validate_learning(resolver: Resolver, scenarios: ScenarioBuilder, facts: Fac
         raise InputError(f"validate refuses {len(leaked)} observation(s) the learning calibration was fitted to: "
                          f"{', '.join(leaked[:5])}", "data fitted into the model cannot grade it")
     seen = (preset.get("fit") or {}).get("territory") or {}
+    unfitted = sorted(r for p in spec.parameters for r in p.roots if r not in preset["assignments"])
     scored, table, unresolved = [], [], []
     for item in items:
         row = observation_row(item, scenarios, facts.measured_runs)
+        if row.decision is None and _clean(item.obs.learning.assign):
+            # Which cadence (H and outer optimizer) to run at K replicas: the clean conditions of one K.
+            row.decision = Decision(group=f"cadence-k{int(item.obs.learning.assign['learning.replicas'])}",
+                                    better="lower")
         scenario = scenarios.build([spec.preset], row.component.assign, origin=row.where)
         res = resolver.resolve(row.target, scenario)
         if res.value is None:
+            needs = sorted(res.missing) or [f"{r} (not fitted: no calibration row identifies it)" for r in unfitted]
             unresolved.append({"id": row.id, "panel": row.panel, "where": row.where, "target": row.target,
                                "decision": row.decision.group if row.decision else None,
-                               "reason": f"{row.target} still needs {', '.join(sorted(res.missing))}"})
+                               "reason": f"{row.target} still needs {', '.join(needs)}"})
             continue
         outside = [f"{k} = {v:g} outside the calibrated [{seen[k][0]:g}, {seen[k][1]:g}]"
                    for k, v in item.obs.learning.assign.items()
@@ -429,3 +438,7 @@ def validate_learning(resolver: Resolver, scenarios: ScenarioBuilder, facts: Fac
         overall = {"n": len(scored), **scoring.errors([s.predicted for _, s in scored],
                                                       [s.measured for _, s in scored])}
     return Validation([str(s) for s in sources], spec.preset, table, unresolved, panels, overall, skipped)
+
+
+def _clean(assign: Mapping[str, float]) -> bool:
+    return not any(float(v) for k, v in assign.items() if k.startswith("learning.fault."))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.errors import InfrastructureError, InputError
 
 from .app import JsonOpt, app, err, out
 
@@ -24,7 +24,6 @@ def learn_cmd(config: Path = typer.Argument(..., help="Learning config (schemas/
     each seed's loss curve and one observation per condition."""
     from ..learning.config import load_config
     from ..learning.curves import load_measured
-    from ..learning.workload import measure, write
 
     if replot and plot is None:
         raise InputError("--replot draws a plot: give --plot PNG")
@@ -33,6 +32,14 @@ def learn_cmd(config: Path = typer.Argument(..., help="Learning config (schemas/
     cfg, _ = load_config(config)
     obs_path = out_dir / "observations" / f"{cfg.panel}.yaml"
     if not replot:
+        try:
+            from ..learning.workload import measure, write
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("jax", "jaxlib", "optax"):
+                raise
+            raise InfrastructureError(f"the learning workload needs {exc.name}, which is not installed: "
+                                      'python3 -m pip install -e ".[learn]"') from None
+
         def progress(cond, seed, run):
             err(f"{cond} seed {seed}: loss {run.initial_loss:.3f} -> {run.final_loss:.3f} nat/token over "
                 f"{run.points[-1]['tokens']:,} tokens in {run.seconds[-1]:.1f} s")

@@ -181,7 +181,8 @@ class Observation(_Strict):
         "(schemas/serve_run.schema.json)."))] = None
     run_file: Annotated[str | None, Field(description="Or a run file, relative to this file's folder.")] = None
     component: Annotated[Component | None, Field(description="Or a component benchmark (calibration only).")] = None
-    learning: Annotated[LearningSetup | None, Field(description="Or a condition of the local learning workload.")] = None
+    learning: Annotated[LearningSetup | None, Field(description=(
+        "Or a condition of the local learning workload."))] = None
     assumptions: list[Assumption] = Field(default_factory=list)
     decision: Decision | None = None
     source: Source

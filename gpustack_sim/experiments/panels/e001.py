@@ -11,8 +11,10 @@ failure trace for every arm of a replication):
 - progress_per_flop_ratio: each replication's cadence (the local steps in force over most of its steps) and lost
   work (rolled-back share of its steps) through the catalog's learning model (panels/learning.py), candidate
   over synchronous. The learning model is calibrated on a local small model: outside the territory that
-  calibration measured (H, K, share of steps lost to rollbacks) the controller abstains and falls back to the synchronous cadence,
-  and a replication whose lost work lies outside it is not scored; both are counted in the artifact."""
+  calibration measured (H, K, share of steps lost to rollbacks) the controller abstains and falls back to the
+  synchronous cadence, and a replication whose lost work lies outside it is not scored; both are counted in the
+  artifact.
+At the real stage (`observed`) progress per FLOP comes from measured loss curves (measured_learning.py)."""
 
 from __future__ import annotations
 
@@ -232,22 +234,32 @@ def _progress(state: _State, obs: Mapping[str, Sequence[dict]], model: LearningM
     replication whose lost work (or cadence) lies outside the calibrated territory is not scored, and counted."""
     if model is None:
         return Unresolved((LEARNING_CALIBRATION,), (cadence_note,))
-    values, skipped = [], []
+    skipped, pairs = [], []
     for sync, cand in zip(obs["synchronous"], obs["adaptive_cadence"]):
-        lost = max(o["rollbacks_per_step"] * o["steps_lost_per_rollback"] for o in (sync, cand))
+        lost = [o["rollbacks_per_step"] * o["steps_lost_per_rollback"] for o in (sync, cand)]
         reasons = model.outside(replicas=state.replicas, local_steps=cand["local_steps"],
-                                **{"fault.lost_share": lost})
+                                **{"fault.lost_share": max(lost)})
         if reasons:
             skipped.append(reasons[0])
-            continue
-        base, _ = model.progress_per_flop(1, state.replicas, sync["rollbacks_per_step"],
-                                          sync["steps_lost_per_rollback"])
-        mine, _ = model.progress_per_flop(cand["local_steps"], state.replicas, cand["rollbacks_per_step"],
-                                          cand["steps_lost_per_rollback"])
-        values.append(mine / base)
+        else:
+            pairs.append((cand["local_steps"], *lost))
+    # Each cadence's model over all replications at once (one integration per node, not per replication).
+    base, error = model.progress_at(1, state.replicas, [p[1] for p in pairs]) if pairs else ([], 0.0)
+    mine = [0.0] * len(pairs)
+    for h in sorted({p[0] for p in pairs}):
+        at = [i for i, p in enumerate(pairs) if p[0] == h]
+        got, err = model.progress_at(h, state.replicas, [pairs[i][2] for i in at])
+        error = max(error, err)
+        for i, g in zip(at, got):
+            mine[i] = g
+    values = [m / b for m, b in zip(mine, base)]
     notes = (cadence_note, HONESTY,
+             "the interval is the spread over replications at the fitted learning roots; the roots' own fit "
+             "uncertainty (their sds in calibration_learning) is not propagated into it",
              f"{len(skipped)} of {len(obs['synchronous'])} replication(s) not scored: outside the calibrated "
-             "territory" + (f" (first: {skipped[0]})" if skipped else ""))
+             "territory" + (f" (first: {skipped[0]})" if skipped else ""),
+             f"per cadence the model is integrated at Chebyshev nodes of the replications' lost shares and "
+             f"interpolated: largest relative error against the model {error:.1e}")
     if not values:
         return Unresolved((LEARNING_CALIBRATION,), notes + ("every replication lies outside the calibrated territory",))
     return MeanSample(tuple(values), "1", notes)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .base import Capability
 
 LEARNING_CALIBRATION = Capability(
@@ -16,6 +18,10 @@ LEARNING_CALIBRATION = Capability(
     "the learning roots fitted to the local learning workload (`gpustack calibrate --learning` writes "
     "catalog/presets/calibration_learning.yaml from data/observations/local_learning.yaml)")
 PRESET = "calibration_learning"
+# Chebyshev nodes per cadence where the model is integrated when many replications need it, and the largest
+# relative error of the interpolant (checked against the model) below which it stands for the model.
+NODES = 8
+TOLERANCE = 1e-9
 HONESTY = ("learning figures come from the learning model calibrated on a local small model (calibration_learning, "
            "fitted on this machine's CPUs); they state what a cadence and lost work do to that model's progress per "
            "FLOP, with no claim of transfer to frontier-scale training")
@@ -61,6 +67,24 @@ class LearningModel:
         if key not in self._memo:
             self._memo[key] = self._evaluate(*key)
         return self._memo[key]
+
+    def progress_at(self, local_steps: float, replicas: float, lost_shares: list[float]) -> tuple[list[float], float]:
+        """Progress per FLOP at each share of steps lost to rollbacks, and the largest relative error of how
+        it was obtained. Many distinct shares (one per replication) are not each integrated: the model is
+        evaluated at Chebyshev nodes of their range and interpolated, the interpolant checked against the
+        model at the range's ends and an inner point; above TOLERANCE every share is evaluated directly."""
+        lo, hi = min(lost_shares), max(lost_shares)
+        if hi <= lo or len(set(lost_shares)) <= NODES + 3:
+            return [self.progress_per_flop(local_steps, replicas, x, 1.0)[0] for x in lost_shares], 0.0
+        k = np.arange(NODES)
+        nodes = (lo + hi) / 2 + (hi - lo) / 2 * np.cos((2 * k + 1) * np.pi / (2 * NODES))
+        at = [self.progress_per_flop(local_steps, replicas, float(x), 1.0)[0] for x in nodes]
+        fit = np.polynomial.Chebyshev.fit(nodes, at, NODES - 1, domain=[lo, hi])
+        checks = (lo, hi, lo + (hi - lo) / 3)
+        error = max(abs(float(fit(x)) / self.progress_per_flop(local_steps, replicas, x, 1.0)[0] - 1) for x in checks)
+        if error > TOLERANCE:
+            return [self.progress_per_flop(local_steps, replicas, x, 1.0)[0] for x in lost_shares], 0.0
+        return [float(fit(x)) for x in lost_shares], error
 
     def _condition(self, local_steps: float, replicas: float, rollbacks_per_step: float,
                    steps_lost_per_rollback: float) -> dict:
