@@ -14,6 +14,7 @@ import pytest
 from gpustack_compiler.base.errors import InputError
 from gpustack_sim.experiments import Workspace, audit, findings, freeze_protocol, load_protocol, run_protocol
 from gpustack_sim.experiments import log as results_log
+from gpustack_sim.experiments.history import read_history
 from gpustack_sim.experiments.lock import lock_status
 from gpustack_sim.experiments.results import EvidenceResult, FalsifierResult, MetricResult
 from gpustack_sim.experiments.runner import conclude, load_artifact
@@ -241,6 +242,21 @@ def test_rerun_gives_the_same_artifact_and_it_validates(tmp_path, engine):
     # Another seed is another run.
     c = run_protocol("E001", workspace=ws, engine_factory=lambda: engine, replications=3, seed=8, write=False)
     assert c.artifact.run_id != art.run_id
+
+
+def test_a_new_run_replaces_the_previous_artifact_and_the_log_keeps_its_line(tmp_path, engine):
+    ws = workspace(tmp_path, "E005")
+    first = run_protocol("E005", workspace=ws, engine_factory=lambda: engine, seed=1).artifact
+    second = run_protocol("E005", workspace=ws, engine_factory=lambda: engine, seed=2).artifact
+    folder = ws.results_dir / "E005"
+    assert sorted(p.name for p in folder.glob("*.json")) == [f"{second.run_id}.json"]
+    assert [(h.run_id, h.artifact_sha256) for h in read_history(folder)] == [(first.run_id, first.artifact_sha256)]
+    text = results_log.render(ws)
+    assert f"`{first.run_id}`: {first.conclusion}" in text and f"experiments/results/E005/{second.run_id}.json" in text
+    # Running the first again makes it the latest again: the history then holds the second alone.
+    run_protocol("E005", workspace=ws, engine_factory=lambda: engine, seed=1)
+    assert sorted(p.name for p in folder.glob("*.json")) == [f"{first.run_id}.json"]
+    assert [h.run_id for h in read_history(folder)] == [second.run_id]
 
 
 def test_an_edited_artifact_is_detected(tmp_path, engine):

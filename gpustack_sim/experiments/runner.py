@@ -26,6 +26,7 @@ from ..distributed import Backend, chunk_ranges
 from ..distributed.chunks import Progress
 from .panels import PANELS
 from .panels.base import Capability, MetricOutcome, PanelContext, ProportionSample, Unresolved
+from .history import supersede
 from .protocol import STAGES, Metric, Protocol, sha256_of
 from .results import (Artifact, ArmResult, CommonRandomNumbers, DataId, EvidenceGap, EvidenceResult,
                       FalsifierResult, MetricResult, MissingCapability, ProtocolRef, RunResult)
@@ -153,6 +154,8 @@ def run_protocol(ref: str, *, workspace: Workspace, engine_factory, stage: str =
     reused = False
     if write:
         reused = write_artifact(artifact, path)
+        if not reused:
+            supersede(artifact, path, load_artifact)
     return RunResult(artifact=artifact, path=workspace.shown(path), reused=reused)
 
 
