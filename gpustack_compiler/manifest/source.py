@@ -1,7 +1,7 @@
 """The one small interface through which commands and the engine read the compiled graph.
 
 Two implementations answer it: the manifest in memory (networkx, the embedded default) and Neo4j
-(`neo4j_source.py`). Tests hold them to identical answers.
+(`gpustack_compiler/neo4j/source.py`). Tests hold them to identical answers.
 """
 
 from __future__ import annotations
