@@ -233,7 +233,9 @@ def _residuals(rows: list[tuple[Row, float]], facts: Facts) -> list[model_form.R
 
 
 def _panel(panel: str, scored: list[tuple[Row, scoring.Scored]], unresolved: list[dict],
-           with_term: list[tuple[Row, scoring.Scored]]) -> dict:
+           with_term: list[tuple[Row, scoring.Scored]] | None = None) -> dict:
+    """A panel's scores; with `with_term`, also its coverage with the model-form term (the learning panels,
+    whose intervals come from the local fit alone, have none)."""
     mine = [(r, s) for r, s in scored if r.panel == panel]
     out: dict = {"n": len(mine), "unresolved": sum(u["panel"] == panel for u in unresolved)}
     if not mine:
@@ -247,14 +249,16 @@ def _panel(panel: str, scored: list[tuple[Row, scoring.Scored]], unresolved: lis
     out["kendall_tau_b"] = scoring.kendall_tau_b(predicted, measured) if same else None
     cov = scoring.coverage([s for _, s in mine]).get(panel, {})
     out["coverage"] = {f"{round(100 * level)}%": c.to_dict() for level, c in cov.items()}
-    # Coverage with the model-form term, its widths estimated without this panel; rows where the term
-    # abstains are counted apart.
-    ours = [s for r, s in with_term if r.panel == panel]
-    cov_mf = scoring.coverage(ours).get(panel, {})
-    out["coverage_model_form"] = {f"{round(100 * level)}%": {**(cov_mf[level].to_dict() if level in cov_mf else
-                                                                 {"covered": 0, "n": 0, "fraction": None}),
-                                                              "abstained": sum(level not in s.intervals for s in ours)}
-                                  for level in LEVELS}
+    if with_term is not None:
+        # Coverage with the model-form term, its widths estimated without this panel; rows where the term
+        # abstains are counted apart.
+        ours = [s for r, s in with_term if r.panel == panel]
+        cov_mf = scoring.coverage(ours).get(panel, {})
+        out["coverage_model_form"] = {
+            f"{round(100 * level)}%": {**(cov_mf[level].to_dict() if level in cov_mf else
+                                          {"covered": 0, "n": 0, "fraction": None}),
+                                       "abstained": sum(level not in s.intervals for s in ours)}
+            for level in LEVELS}
     out["decisions"] = _decisions(mine, [u for u in unresolved if u["panel"] == panel])
     return out
 

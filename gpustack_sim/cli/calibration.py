@@ -130,12 +130,12 @@ def validate_cmd(ctx: typer.Context,
             cov = ", ".join(f"{level} {c['covered']}/{c['n']}" for level, c in panel["coverage"].items()) or "n/a"
             mf = ", ".join(f"{level} {c['covered']}/{c['n']}" + (f" ({c['abstained']} abstained)" if c["abstained"]
                                                                   else "")
-                           for level, c in panel["coverage_model_form"].items())
+                           for level, c in panel.get("coverage_model_form", {}).items())
             lines.append(f"  MAPE {_pct(panel['mape'])}, max |error| {_pct(panel['max_abs_error'])}, bias "
                          f"{100 * panel['bias']:+.1f}%, Spearman {_num(panel['spearman'])}, Kendall tau-b "
-                         f"{_num(panel['kendall_tau_b'])}, interval coverage {cov}; with the model-form term "
-                         f"(estimated without this panel) {mf}")
-            terms = {t["model_form"]["90%"]["reason"] for t in mine}
+                         f"{_num(panel['kendall_tau_b'])}, interval coverage {cov}"
+                         + (f"; with the model-form term (estimated without this panel) {mf}" if mf else ""))
+            terms = {t["model_form"]["90%"]["reason"] for t in mine if "model_form" in t}
             lines += [f"  model-form term at 90%: {reason}" for reason in sorted(terms)]
             for d in panel["decisions"]:
                 lines.append(f"  decision {d['group']}: " + (f"regret {_pct(d['regret'])} (chose {d['chosen']}, best "
