@@ -235,3 +235,84 @@ def test_a_csv_row_with_too_few_or_too_many_cells_names_its_row(cli, tmp_path) -
 def test_a_simulated_horizon_over_the_limit_is_refused(cli, days, words) -> None:
     # `--days 1e400` raised OverflowError; a long horizon grows the event log without bound
     one_line_error(cli("simulate", str(RUN), "--days", days), 2, "days of wallclock", *words)
+
+
+# ---- issue 41: every size bounded before the work starts -------------------------------------------
+
+def nothing_written(path: Path) -> None:
+    assert not path.exists() or not any(path.iterdir()), sorted(path.iterdir())
+
+
+def test_a_power_resolution_over_the_bin_limit_is_refused_before_the_replay(cli, tmp_path) -> None:
+    # `--power-resolution 0.001` grew to 21.4 GB and was killed by the kernel
+    start = time.monotonic()
+    res = cli("simulate", str(RUN), "--power-resolution", "0.001", "--out", str(tmp_path / "out"))
+    one_line_error(res, 2, "--power-resolution 0.001 s", "2,066,239,034", "limit of 1,000,000")
+    assert time.monotonic() - start < 30
+    nothing_written(tmp_path / "out")
+
+
+def test_a_power_series_over_the_bin_limit_is_refused_before_it_is_built() -> None:
+    from datacenter_cases import job, replay
+    from gpustack_compiler.errors import InputError
+    from gpustack_sim.datacenter.power import power_series
+
+    result = replay(job(rate_per_hour=0.0))
+    with pytest.raises(InputError, match="over the limit of 1,000,000"):
+        power_series(result.pieces, "site", 1e-3, (0, result.wallclock_ns))
+    with pytest.raises(InputError, match="under a nanosecond"):
+        power_series(result.pieces, "site", 1e-12, (0, result.wallclock_ns))
+
+
+@pytest.mark.parametrize("command", [("simulate", str(RUN)), ("experiment", "run", "E001"),
+                                     ("observatory", "build", "--out", "OUT")])
+def test_replications_over_the_limit_are_refused_before_any_replay(cli, tmp_path, command) -> None:
+    # memory grew about 75 MB/s with no output
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in command]
+    start = time.monotonic()
+    one_line_error(cli(*args, "--replications", "1000000000"), 2, "--replications", "100000")
+    assert time.monotonic() - start < 30
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_replication_limit_holds_for_the_api_too() -> None:
+    from datacenter_cases import job
+    from gpustack_compiler.errors import InputError
+    from gpustack_sim.datacenter import simulate
+
+    with pytest.raises(InputError, match="--replications: 1,000,000,000 is over the limit of 100,000"):
+        simulate(job(), replications=10**9)
+
+
+def test_an_interval_that_cannot_complete_a_checkpoint_is_refused(cli) -> None:
+    # `--policy fixed --interval 1e308` never ended: every failure rolled back to step 0
+    start = time.monotonic()
+    res = cli("simulate", str(RUN), "--policy", "fixed", "--interval", "1e308")
+    one_line_error(res, 2, "--interval", "cannot complete a checkpoint", "limit of 1,000")
+    assert time.monotonic() - start < 30
+
+
+def test_a_replay_that_makes_no_progress_stops_with_a_finding() -> None:
+    # A policy object is not checked beforehand: the replay itself stops after the limit of failures in a row.
+    from datacenter_cases import HOUR, job, replay
+    from gpustack_compiler.errors import FindingError
+    from gpustack_compiler.limits import MAX_FAILURES_WITHOUT_PROGRESS
+    from gpustack_sim.datacenter.policies import FixedInterval
+
+    params = job(rate_per_hour=10.0)  # a failure every 6 minutes on average, a checkpoint every 10^6 hours
+    start = time.monotonic()
+    with pytest.raises(FindingError, match=f"no progress: {MAX_FAILURES_WITHOUT_PROGRESS:,} failures in a row"):
+        replay(params, FixedInterval(1e6 * HOUR))
+    assert time.monotonic() - start < 30
+    # the same job checkpointing every 2 minutes gets there
+    assert replay(params, FixedInterval(120.0)).useful_steps == params.total_steps
+
+
+def test_workers_over_the_limit_are_refused_before_a_process_starts(cli) -> None:
+    # `sweep --workers 10000` started 10,000 processes on 2 cores ("Too many open files", 4.5 GB)
+    from gpustack_compiler.limits import max_local_workers
+
+    start = time.monotonic()
+    res = cli("sweep", str(RUN), "--grid", "tp=1,2", "--workers", "10000")
+    one_line_error(res, 2, "--workers", "10,000", f"limit of {max_local_workers()}", "--scheduler")
+    assert time.monotonic() - start < 30

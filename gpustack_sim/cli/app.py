@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.limits import MAX_REPLICATIONS
 
 if TYPE_CHECKING:
     from gpustack_compiler.source import GraphSource
@@ -30,6 +31,19 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
 
 JsonOpt = typer.Option(False, "--json", help="Print JSON alone on stdout.")
 Neo4jOpt = typer.Option(False, "--neo4j", help="Answer from Neo4j (NEO4J_URI etc.) instead of the manifest.")
+
+
+def seed_option(default: int | None = 0, help: str = "Random seed (same seed, same output).") -> typer.Option:
+    """`--seed` on every command that draws: numpy seeds with non-negative integers, so a negative one is a usage
+    error here, before any work."""
+    return typer.Option(default, "--seed", min=0, help=help)
+
+
+def replications_option(default: int | None, help: str) -> typer.Option:
+    """`--replications` on every command that replays: bounded by MAX_REPLICATIONS before any work."""
+    return typer.Option(default, "--replications", min=1, max=MAX_REPLICATIONS, help=help)
+
+
 AllowViolationsOpt = typer.Option(False, "--allow-violations", help="Compute with assigned values outside their "
                                   "variables' catalog assumptions or bounds (listed as violated) instead of exit 1.")
 

@@ -8,7 +8,7 @@ import typer
 
 from gpustack_compiler.atomic import write_text
 
-from .app import AllowViolationsOpt, JsonOpt, app, engine, out, pairs, settings
+from .app import AllowViolationsOpt, JsonOpt, app, engine, out, pairs, seed_option, settings
 
 
 @app.command("calibrate")
@@ -83,7 +83,7 @@ def validate_cmd(ctx: typer.Context,
                  assign: list[str] = typer.Option([], "--assign", help="NAME=VALUE for every row, e.g. "
                                                   "link.inter.cable_length='100 m'."),
                  samples: int = typer.Option(2000, "--samples", min=2, help="Monte Carlo samples per row."),
-                 seed: int = typer.Option(0, "--seed"),
+                 seed: int = seed_option(),
                  plot: Path = typer.Option(None, "--plot", help="Write predicted against measured, with "
                                            "intervals, to this PNG file."),
                  allow_violations: bool = AllowViolationsOpt, as_json: bool = JsonOpt) -> None:

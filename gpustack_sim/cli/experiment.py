@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from .app import JsonOpt, app, engine, err, out, settings
+from .app import JsonOpt, app, engine, err, out, replications_option, seed_option, settings
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
 experiment_app = typer.Typer(no_args_is_help=True, help="Preregistered experiments: check, freeze, audit, run, log.")
@@ -91,9 +91,9 @@ def audit_cmd(ctx: typer.Context, protocols: list[str] = typer.Argument(None, he
 def run_cmd(ctx: typer.Context, protocol: str = typer.Argument(..., help="Protocol id, e.g. E001."),
             stage: str = typer.Option("virtual", "--stage", help="virtual (the datacenter replay) or real "
                                       "(needs --observations)."),
-            replications: int = typer.Option(None, "--replications", help="Replications per arm (default: the "
-                                             "protocol's planned sample size)."),
-            seed: int = typer.Option(None, "--seed", help="Seed (default: the protocol's seed policy)."),
+            replications: int = replications_option(None, "Replications per arm (default: the protocol's "
+                                                                "planned sample size)."),
+            seed: int = seed_option(None, "Seed (default: the protocol's seed policy)."),
             workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
             observations: Path = typer.Option(None, "--observations", help="Measured observations (stage real): "
                                               "one file per real-validation requirement, <id>.<ext>."),

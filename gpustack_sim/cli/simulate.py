@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import typer
 
 from gpustack_compiler.errors import InputError
+from gpustack_compiler.limits import MAX_POWER_BINS, refuse_over
 
-from .app import AllowViolationsOpt, JsonOpt, app, engine, out
+from .app import AllowViolationsOpt, JsonOpt, app, engine, out, replications_option, seed_option
 from .render import fmt
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -20,8 +22,8 @@ def simulate_cmd(ctx: typer.Context,
                  days: float = typer.Option(None, "--days", help="Simulate this many days of wallclock."),
                  to_budget: bool = typer.Option(False, "--to-budget", help="Simulate until the token budget is "
                                                 "trained (the default without --days)."),
-                 seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
-                 replications: int = typer.Option(1, "--replications", min=1, help="Independent replications."),
+                 seed: int = seed_option(),
+                 replications: int = replications_option(1, "Independent replications."),
                  policy: str = typer.Option("daly", "--policy", help="Checkpoint policy: fixed, daly or adaptive."),
                  interval: float = typer.Option(None, "--interval", help="Checkpoint interval in seconds "
                                                 "(--policy fixed; default the catalog's cluster.ckpt.interval)."),
@@ -35,6 +37,7 @@ def simulate_cmd(ctx: typer.Context,
                                                         "power.parquet (default: about 1,000 bins over the run).")
                  ) -> None:
     """Replay a training run with failures, checkpoints and recovery; figures with intervals over replications."""
+    from ..datacenter.api import horizon_s
     from ..engine.run import load_training_run
 
     if days is not None and to_budget:
@@ -46,6 +49,10 @@ def simulate_cmd(ctx: typer.Context,
     run = load_training_run(run_file)
     eng = engine(ctx, allow_violations=allow_violations)
     params, traces = eng.job_parameters(run)
+    if power_resolution is not None and out_dir is not None:
+        refuse_over(math.ceil(horizon_s(params, days) / power_resolution), MAX_POWER_BINS,
+                    f"--power-resolution {power_resolution:g} s: bins over the run's {horizon_s(params, days):,.6g} s "
+                    "(without failures)", "a coarser resolution")
     with chunked("replications", workers, scheduler) as (client, tick):
         result = eng.simulate(run, sites=sites_file, policy=policy, seed=seed, replications=replications, days=days,
                               interval_s=interval, client=client, progress=tick, parameters=params)
