@@ -316,3 +316,44 @@ def test_workers_over_the_limit_are_refused_before_a_process_starts(cli) -> None
     res = cli("sweep", str(RUN), "--grid", "tp=1,2", "--workers", "10000")
     one_line_error(res, 2, "--workers", "10,000", f"limit of {max_local_workers()}", "--scheduler")
     assert time.monotonic() - start < 30
+
+
+# ---- issue 41: no traceback --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [("estimate", str(RUN)), ("simulate", str(RUN)),
+                                     ("resolve", "econ.cost.per_token", "--sample", "gpu.power.total~normal(700 W, 10 W)"),
+                                     ("validate", "--samples", "10"), ("observatory", "build", "--out", "OUT"),
+                                     ("experiment", "run", "E001")])
+def test_a_negative_seed_is_refused_by_every_command_alike(cli, tmp_path, command) -> None:
+    # numpy's ValueError on every command but `experiment run`
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in command]
+    one_line_error(cli(*args, "--seed", "-1"), 2, "--seed", "greater than or equal to 0")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_token_budget_that_overflows_its_figures_leaves_them_not_resolved(cli) -> None:
+    # OverflowError in the integer assumption check (engine/domain.py)
+    res = cli("estimate", str(RUN), "--samples", "10", "--set", "tokens=1e308 token", "--json")
+    import json
+    figures = {f["label"]: f for f in json.loads(res.stdout)["figures"]}
+    assert figures["step time"]["value"] is not None
+    assert figures["wallclock"]["value"] is None and "not finite" in figures["wallclock"]["error"]
+
+
+SITES = REPO / "sites" / "example_two_sites.yaml"
+
+
+@pytest.mark.parametrize("old, new, words", [
+    ("bandwidth: 800 Gbit/s", "bandwidth: 0 Gbit/s", ("links[0].bandwidth", "not positive")),
+    ("bandwidth: 800 Gbit/s", "bandwidth: 0", ("links[0].bandwidth", "not positive")),
+    ("bandwidth: 800 Gbit/s", "bandwidth: 1e-300 Gbit/s", ("link east-west", "longer than the longest replay")),
+    ("latency: 30 ms", "latency: 1e308 ms", ("links[0].latency", "beyond the longest replay (3,650 days)")),
+    ("accelerator_power: 1 kW", "accelerator_power: 0 W", ("sites[0].accelerator_power", "not positive")),
+])
+def test_sites_values_that_divide_or_overflow_are_one_line_errors(cli, tmp_path, old, new, words) -> None:
+    # ZeroDivisionError / OverflowError in datacenter/sites.py and events.py
+    text = SITES.read_text()
+    assert old in text
+    path = tmp_path / "sites.yaml"
+    path.write_text(text.replace(old, new, 1))
+    one_line_error(cli("simulate", str(RUN), "--sites", str(path)), 2, str(path), *words)
