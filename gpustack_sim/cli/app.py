@@ -7,6 +7,7 @@ codes in `main.py`, the one place that maps them.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,9 +80,25 @@ def catalog_dir(ctx: typer.Context) -> Path:
     return cat
 
 
+def json_text(data) -> str:
+    """`data` as JSON: a number that is not finite (NaN, inf) becomes null, so the text is always valid JSON
+    (json.dumps would write the bare `NaN` no JSON parser accepts)."""
+    return json.dumps(_finite(data), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n"
+
+
+def _finite(data):
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(v) for v in data]
+    return data
+
+
 def out(data, text: str, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        sys.stdout.write(json_text(data))
     else:
         sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import typer
 from gpustack_compiler.errors import InputError
 from gpustack_compiler.limits import MAX_POWER_BINS, refuse_over
 
-from .app import AllowViolationsOpt, JsonOpt, app, engine, out, replications_option, seed_option
+from .app import AllowViolationsOpt, JsonOpt, app, engine, json_text, out, replications_option, seed_option
 from .render import fmt
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -69,7 +68,7 @@ def simulate_cmd(ctx: typer.Context,
         result.write_parquet(out_dir / "events.parquet")
         result.write_power_parquet(out_dir / "power.parquet", power_resolution)
         result.write_timeline_png(out_dir / "timeline.png")
-        write_text(out_dir / "result.json", json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        write_text(out_dir / "result.json", json_text(data))
         lines.append(f"wrote {out_dir}/result.json, events.parquet, power.parquet, timeline.png")
     out(data, "\n".join(lines), as_json)
 
