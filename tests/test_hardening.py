@@ -357,3 +357,107 @@ def test_sites_values_that_divide_or_overflow_are_one_line_errors(cli, tmp_path,
     path = tmp_path / "sites.yaml"
     path.write_text(text.replace(old, new, 1))
     one_line_error(cli("simulate", str(RUN), "--sites", str(path)), 2, str(path), *words)
+
+
+# ---- issue 41: no silently wrong result with exit 0 ----------------------------------------------------
+
+def strict_json(text: str):
+    """json.loads, except that the bare NaN and Infinity json.dumps writes are refused, as by any other parser."""
+    import json
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_figure_that_cannot_be_finite_is_not_resolved_and_the_json_stays_valid(cli) -> None:
+    # planned downtime 1 (inside its bounds): availability 0, wallclock and cost `nan`, bare NaN in --json
+    res = cli("estimate", str(RUN), "--samples", "10", "--assign", "cluster.rel.planned_downtime_fraction=1", "--json")
+    figures = {f["label"]: f for f in strict_json(res.stdout)["figures"]}
+    assert figures["availability"]["value"] == 0
+    for label in ("wallclock", "total cost", "cost per token"):
+        assert figures[label]["value"] is None and "not finite" in figures[label]["error"], figures[label]
+    text = cli("estimate", str(RUN), "--samples", "10", "--assign", "cluster.rel.planned_downtime_fraction=1").stdout
+    assert " nan " not in text and "not resolved: training.wallclock" in text
+
+
+def test_json_output_writes_a_non_finite_number_as_null() -> None:
+    from gpustack_sim.cli.app import json_text
+
+    assert strict_json(json_text({"a": [float("nan"), float("inf"), 1.5], "b": (float("-inf"),)})) == \
+        {"a": [None, None, 1.5], "b": [None]}
+
+
+def test_a_sample_is_truncated_to_its_variables_declared_domain(cli) -> None:
+    # normal(10 year, 8 year) drew negative facility lives (a negative capital-recovery factor)
+    import numpy as np
+
+    from gpustack_compiler.kinds.distributions import NORMAL
+    from gpustack_sim.analyses.uncertainty import Distribution, Domain
+
+    res = cli("resolve", "econ.facility.life", "--assign", "econ.facility.life=10 year", "--sample",
+              "econ.facility.life~normal(10 year, 8 year)", "--samples", "20000", "--json")
+    summary = strict_json(res.stdout)["uncertainty"]
+    assert summary["p5"] > 0 and "truncated to (0, inf)" in summary["inputs"]["econ.facility.life"]
+    positive = Domain(0.0, np.inf, low_open=True)
+    assert abs(positive.mass(NORMAL, {"mean": 10.0, "sd": 8.0}) - 0.8944) < 1e-4  # Phi(10 / 8)
+    draws = Distribution("x", NORMAL, {"mean": 10.0, "sd": 8.0}, positive).draw(np.random.default_rng(0), 100_000)
+    assert draws.min() > 0 and abs(np.median(draws) - 11.06) < 0.1  # the truncated normal's median, not 10
+
+
+def test_a_sample_mostly_outside_its_variables_domain_is_refused(cli) -> None:
+    one_line_error(cli("resolve", "econ.facility.life", "--sample", "econ.facility.life~normal(-10 year, 8 year)"),
+                   2, "only 0.106 of normal(-10, 8)", "declared positive (0, inf)")
+
+
+def test_a_sample_replaces_a_definition_only_when_it_says_so(cli) -> None:
+    # --sample on a defined variable silently replaced its definition
+    one_line_error(cli("resolve", "econ.cost.per_token", "--preset", "dense_training_cost_fixture", "--sample",
+                       "training.t_step~normal(4 s, 0.1 s)"), 2, "training.t_step", "is computed by training.t_step.compose",
+                   "instead of its definition")
+    res = cli("resolve", "econ.cost.per_token", "--preset", "dense_training_cost_fixture", "--sample",
+              "training.t_step~normal(4 s, 0.1 s) instead of its definition", "--samples", "100")
+    assert res.returncode == 0 and "sampled training.t_step ~ normal(4, 0.1)" in res.stdout, res.stderr
+
+
+@pytest.mark.parametrize("command", [("resolve", "econ.cost.per_token", "--preset", "dense_training_cost_fixture"),
+                                     ("estimate", str(RUN), "--samples", "10")])
+def test_a_variant_key_that_does_not_exist_is_an_error(cli, command) -> None:
+    # resolve ignored it; estimate exited 0 with "not resolved"
+    one_line_error(cli(*command, "--variant", "training.flops_per_step=dnse"), 2,
+                   "--variant training.flops_per_step=dnse", "no variant `dnse`", "did you mean dense")
+
+
+def test_validating_an_empty_folder_is_an_error(cli, tmp_path) -> None:
+    # printed nothing, exit 0
+    (tmp_path / "empty").mkdir()
+    one_line_error(cli("validate", str(tmp_path / "empty")), 2, str(tmp_path / "empty"), "no observation files")
+
+
+@pytest.mark.parametrize("make, words", [(lambda p: None, ("not found",)), (lambda p: p.mkdir(), ("no protocols",))])
+def test_an_observatory_with_a_missing_or_empty_experiments_folder_is_an_error(cli, tmp_path, make, words) -> None:
+    # built a site with no experiments, exit 0
+    make(tmp_path / "exp")
+    start = time.monotonic()
+    res = cli("observatory", "build", "--out", str(tmp_path / "site"), "--experiments", str(tmp_path / "exp"),
+              "--run", str(RUN), "--simulation", str(tmp_path / "none"))
+    one_line_error(res, 2, str(tmp_path / "exp"), *words)
+    assert time.monotonic() - start < 60 and not (tmp_path / "site").exists()
+
+
+@pytest.mark.parametrize("digit", ["５", "٥"])
+def test_a_csv_with_a_non_ascii_digit_is_refused(cli, tmp_path, digit) -> None:
+    # full-width digits were read as ASCII ones, against the README
+    path = tmp_path / "rows.csv"
+    path.write_text(CSV_HEADER + CSV_ROW.replace(",8,8,1,1,4,4,", f",8,8,1,1,{digit},4,"), encoding="utf-8")
+    one_line_error(cli("validate", str(path)), 2, f"{path}:2 (row 1)", "column global_batch", "non-ASCII digit")
+
+
+def test_an_overloaded_serving_fleet_has_no_ttft(cli) -> None:
+    # `request_rate: 1e300` reported TTFT p99 = p50 = 0.059 s (the prefill alone) with a validity warning
+    res = cli("estimate", str(REPO / "runs" / "serve_llama70b_8xh100.yaml"), "--samples", "10",
+              "--set", "workload.request_rate=1e300", "--json")
+    figures = {f["label"]: f for f in strict_json(res.stdout)["figures"]}
+    for label in ("TTFT p50", "TTFT p99"):
+        assert figures[label]["value"] is None, figures[label]
+        assert "defined only where serve.replica.utilization < 1" in figures[label]["error"]

@@ -52,6 +52,13 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
             raise InputError(f"run file {p} not found")
     catalog, debt = catalog_data(manifest, engine.source)
     obs = Observatory(catalog, debt)
+    if experiments is not None:
+        # Read first: a folder that is not there, or holds no protocol, is refused before any estimate runs.
+        if not Path(experiments).is_dir():
+            raise InputError(f"experiments folder {experiments} not found")
+        obs.experiments = experiments_data(Path(experiments), engine.units)
+        if not obs.experiments:
+            raise InputError(f"experiments folder {experiments}: no protocols in it")
     base = Path(home).resolve() if home is not None else Path.cwd()
 
     def shown(p) -> str:
@@ -67,8 +74,6 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
             # A run the datacenter cannot replay yet (a checkpoint time with no source, say) is named with
             # the reason on the front page; the rest of the site is still built.
             obs.skipped.append((f"simulation of {shown(p)}", str(exc)))
-    if experiments is not None:
-        obs.experiments = experiments_data(Path(experiments), engine.units)
     root = Path(out)
     files = write(obs, root, manifest.get("catalog_hash", ""))
     digest = hashlib.sha256()

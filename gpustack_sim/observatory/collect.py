@@ -195,8 +195,6 @@ def experiments_data(directory: Path, units) -> list[dict]:
     from ..experiments.log import artifacts
     from ..experiments.workspace import Workspace
 
-    if not directory.is_dir():
-        return []
     ws = Workspace.at(directory)
     lock = ws.lock()
     results: dict[str, list[dict]] = {}
