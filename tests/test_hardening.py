@@ -461,3 +461,62 @@ def test_an_overloaded_serving_fleet_has_no_ttft(cli) -> None:
     for label in ("TTFT p50", "TTFT p99"):
         assert figures[label]["value"] is None, figures[label]
         assert "defined only where serve.replica.utilization < 1" in figures[label]["error"]
+
+
+# ---- issue 41: no half-written or mixed output folder ------------------------------------------------
+
+def test_simulate_out_replaces_the_folder_whole_and_records_its_files(cli, tmp_path) -> None:
+    import hashlib
+    import json
+
+    out = tmp_path / "out"
+    assert cli("simulate", str(RUN), "--seed", "1", "--out", str(out)).returncode == 0
+    first = json.loads((out / "result.json").read_text())
+    assert set(first["files"]) == {"events.parquet", "power.parquet", "timeline.png"}
+    for name, digest in first["files"].items():
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
+    assert cli("simulate", str(RUN), "--seed", "2", "--out", str(out)).returncode == 0
+    second = json.loads((out / "result.json").read_text())
+    assert second["seed"] == 2 and second["files"]["events.parquet"] != first["files"]["events.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary folder left beside it
+
+
+def test_simulate_out_refuses_a_folder_of_other_files_before_the_replay(cli, tmp_path) -> None:
+    (tmp_path / "mine.txt").write_text("keep me")
+    one_line_error(cli("simulate", str(RUN), "--out", str(tmp_path)), 2, str(tmp_path), "not a simulation's")
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
+
+
+def test_a_simulation_folder_mixing_two_runs_is_refused_by_its_readers(cli, tmp_path) -> None:
+    # a killed `simulate --out` left new events beside the old result.json; the observatory accepted the mix
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert cli("simulate", str(RUN), "--seed", "1", "--out", str(a)).returncode == 0
+    assert cli("simulate", str(RUN), "--seed", "2", "--out", str(b)).returncode == 0
+    (a / "events.parquet").write_bytes((b / "events.parquet").read_bytes())
+    res = cli("observatory", "build", "--out", str(tmp_path / "site"), "--run", str(RUN), "--simulation", str(a),
+              "--samples", "10")
+    one_line_error(res, 2, "--simulation", "events.parquet not the file(s) result.json records")
+    assert not (tmp_path / "site").exists()
+    (a / "result.json").write_text((a / "result.json").read_text().replace('"files"', '"other"'))
+    one_line_error(cli("observatory", "build", "--out", str(tmp_path / "site"), "--run", str(RUN), "--simulation",
+                       str(a), "--samples", "10"), 2, "records no hashes")
+
+
+def test_a_folder_written_whole_leaves_the_previous_one_when_its_writer_fails(tmp_path) -> None:
+    from gpustack_compiler.atomic import write_folder
+
+    out = tmp_path / "out"
+    write_folder(out, lambda tmp: (tmp / "a").write_text("old"))
+
+    def half(tmp: Path) -> None:
+        (tmp / "a").write_text("new")
+        raise RuntimeError("killed half way")
+    with pytest.raises(RuntimeError):
+        write_folder(out, half)
+    assert [(p.name, p.read_text()) for p in out.iterdir()] == [("a", "old")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    # a temporary folder of a writer that no longer runs is removed by the next write
+    orphan = tmp_path / ".out.999999999.xyz"
+    orphan.mkdir()
+    write_folder(out, lambda tmp: (tmp / "a").write_text("newer"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and (out / "a").read_text() == "newer"

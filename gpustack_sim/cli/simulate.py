@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -45,6 +46,8 @@ def simulate_cmd(ctx: typer.Context,
         raise InputError("--interval goes with --policy fixed")
     if power_resolution is not None and not power_resolution > 0:
         raise InputError(f"--power-resolution: {power_resolution!r} s is not positive")
+    if out_dir is not None:
+        _check_out(out_dir)
     run = load_training_run(run_file)
     eng = engine(ctx, allow_violations=allow_violations)
     params, traces = eng.job_parameters(run)
@@ -63,14 +66,18 @@ def simulate_cmd(ctx: typer.Context,
             f"  {p['field']:<28} {fmt(p['value'], None, p['units'])}  <- {p['variable']} ({p['trace']})"
             for p in data["parameters"]]
     if out_dir is not None:
-        from gpustack_compiler.atomic import write_text
-
-        result.write_parquet(out_dir / "events.parquet")
-        result.write_power_parquet(out_dir / "power.parquet", power_resolution)
-        result.write_timeline_png(out_dir / "timeline.png")
-        write_text(out_dir / "result.json", json_text(data))
+        result.write_folder(out_dir, json.loads(json_text(data)), power_resolution)
         lines.append(f"wrote {out_dir}/result.json, events.parquet, power.parquet, timeline.png")
     out(data, "\n".join(lines), as_json)
+
+
+def _check_out(folder: Path) -> None:
+    """The folder `--out` replaces as a whole: a new or empty one, or one simulate wrote before."""
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--out {folder}: not a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / "result.json").is_file():
+        raise InputError(f"--out {folder}: the folder holds files that are not a simulation's (it is replaced "
+                         "as a whole)", "pass a new or empty folder")
 
 
 _LABELS = {"useful_time_share": ("useful-time share (goodput)", "1", 1.0),

@@ -42,7 +42,7 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
     named on the pages relative to `home` (the repository), so the site does not depend on where it is."""
     from .collect import (Observatory, catalog_data, experiments_data, run_view, simulation_from_engine,
                           simulation_from_folder)
-    from .render import write
+    from .render import check_out, write
 
     manifest = getattr(engine.source, "manifest", None)
     if manifest is None:
@@ -50,6 +50,7 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
     for p in [*runs, *simulate_runs]:
         if not Path(p).is_file():
             raise InputError(f"run file {p} not found")
+    check_out(Path(out))  # before any estimate or replay
     catalog, debt = catalog_data(manifest, engine.source)
     obs = Observatory(catalog, debt)
     if experiments is not None:

@@ -11,9 +11,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpustack_compiler.atomic import mismatched
 from gpustack_compiler.errors import InputError
 
 from ..analyses.breakdown import breakdown
+from ..datacenter.results import FOLDER_FILES
 
 # The figures a run page draws as parts: (figure label or variable, split its parts once more).
 BREAKDOWNS = (("training.t_step", False), ("econ.cost.per_token", True))
@@ -182,6 +184,14 @@ def simulation_from_folder(folder: Path, shown: str) -> SimulationView:
         raise InputError(f"--simulation {shown}: no {', '.join(absent)}", "pass a folder written by "
                          "`gpustack simulate --out`")
     result = json.loads(files["result.json"].read_text(encoding="utf-8"))
+    recorded = result.get("files") if isinstance(result, dict) else None
+    if not isinstance(recorded, dict) or set(recorded) != set(FOLDER_FILES):
+        raise InputError(f"--simulation {shown}: result.json records no hashes of its companion files",
+                         "write the folder again with `gpustack simulate --out`")
+    changed = mismatched(folder, recorded)
+    if changed:
+        raise InputError(f"--simulation {shown}: {', '.join(changed)} not the file(s) result.json records (a "
+                         "folder mixing two runs, or changed since)", "write it again with `gpustack simulate --out`")
     log_rows = pq.read_table(files["events.parquet"]).to_pylist()
     power_rows = pq.read_table(files["power.parquet"]).to_pylist()
     progress, failures, power = _series(log_rows, power_rows)

@@ -8,11 +8,11 @@ byte-identical files."""
 from __future__ import annotations
 
 import json
-import shutil
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from gpustack_compiler.atomic import write_folder
 from gpustack_compiler.errors import InputError
 
 from . import charts
@@ -57,24 +57,29 @@ def _environment():
     return env
 
 
-def prepare(out: Path) -> None:
-    """An empty folder to write into: a new one, an empty one, or one this command wrote before."""
+def check_out(out: Path) -> None:
+    """The folder a build replaces as a whole: a new one, an empty one, or one this command wrote before."""
     if out.exists():
         if not out.is_dir():
             raise InputError(f"--out {out}: not a folder")
         if any(out.iterdir()) and not (out / MARKER).is_file():
             raise InputError(f"--out {out}: the folder holds files that are not an observatory site",
                              "pass an empty or new folder")
-        shutil.rmtree(out)
-    (out / "assets").mkdir(parents=True)
-    (out / "data").mkdir()
 
 
 def write(obs: Observatory, out: Path, catalog_hash: str) -> list[str]:
-    """Every file of the site under `out`; returns their paths relative to it, in order."""
-    prepare(out)
-    env = _environment()
+    """Every file of the site, built in a folder beside `out` that then takes its place whole (a killed build
+    leaves the previous site as it was); returns their paths relative to it, in order."""
+    check_out(out)
     written: list[str] = []
+    write_folder(out, lambda tmp: _fill(obs, tmp, catalog_hash, written))
+    return written
+
+
+def _fill(obs: Observatory, out: Path, catalog_hash: str, written: list[str]) -> None:
+    (out / "assets").mkdir()
+    (out / "data").mkdir()
+    env = _environment()
 
     def put(rel: str, text: str) -> None:
         (out / rel).write_text(text, encoding="utf-8", newline="\n")
@@ -129,4 +134,3 @@ def write(obs: Observatory, out: Path, catalog_hash: str) -> list[str]:
         page("experiment.html", href, title=f"{e['id']} v{e['version']}: {e['spec']['title']}", e=e, charts=specs,
              plain=PLAIN, body_class="depth-plain")
     page("experiments.html", "experiments.html", title="Experiments", experiments=listed)
-    return written
