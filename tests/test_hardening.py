@@ -1,9 +1,10 @@
-"""Regression tests for every failure class the fuzzing campaign of issue 17 found: tracebacks in `check`
-and in commands, missing resource limits, and silently wrong results. Each case is the one the campaign
-reported; each failed before its fix."""
+"""Regression tests for every failure class the fuzzing campaigns of issues 17 and 41 found: tracebacks in
+`check` and in commands, missing resource limits, silently wrong results, half-written output folders and
+misleading pages. Each case is the one the campaign reported; each failed before its fix."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -334,7 +335,6 @@ def test_a_negative_seed_is_refused_by_every_command_alike(cli, tmp_path, comman
 def test_a_token_budget_that_overflows_its_figures_leaves_them_not_resolved(cli) -> None:
     # OverflowError in the integer assumption check (engine/domain.py)
     res = cli("estimate", str(RUN), "--samples", "10", "--set", "tokens=1e308 token", "--json")
-    import json
     figures = {f["label"]: f for f in json.loads(res.stdout)["figures"]}
     assert figures["step time"]["value"] is not None
     assert figures["wallclock"]["value"] is None and "not finite" in figures["wallclock"]["error"]
@@ -363,8 +363,6 @@ def test_sites_values_that_divide_or_overflow_are_one_line_errors(cli, tmp_path,
 
 def strict_json(text: str):
     """json.loads, except that the bare NaN and Infinity json.dumps writes are refused, as by any other parser."""
-    import json
-
     def refuse(constant):
         raise ValueError(f"not JSON: {constant}")
     return json.loads(text, parse_constant=refuse)
@@ -467,7 +465,6 @@ def test_an_overloaded_serving_fleet_has_no_ttft(cli) -> None:
 
 def test_simulate_out_replaces_the_folder_whole_and_records_its_files(cli, tmp_path) -> None:
     import hashlib
-    import json
 
     out = tmp_path / "out"
     assert cli("simulate", str(RUN), "--seed", "1", "--out", str(out)).returncode == 0
@@ -520,3 +517,75 @@ def test_a_folder_written_whole_leaves_the_previous_one_when_its_writer_fails(tm
     orphan.mkdir()
     write_folder(out, lambda tmp: (tmp / "a").write_text("newer"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and (out / "a").read_text() == "newer"
+
+
+# ---- issue 41: misleading pages and docs -------------------------------------------------------------
+
+def test_the_observatory_progress_follows_the_replay_not_a_staircase() -> None:
+    # only the end of each stretch of compute was plotted, with step interpolation: flat for days
+    from gpustack_sim.observatory import charts
+    from gpustack_sim.observatory.collect import _series
+
+    day = 86400 * 10**9
+    rows = [{"replication": 0, "kind": "compute", "time_ns": 0, "duration_ns": 2 * day, "position": 0, "count": 200},
+            {"replication": 0, "kind": "failure", "time_ns": 2 * day, "cause": "node"},
+            {"replication": 0, "kind": "compute", "time_ns": 2 * day + day // 10, "duration_ns": day, "position": 150,
+             "count": 100}]
+    progress, failures, _ = _series(rows, [])
+    assert [(p["day"], p["position"]) for p in progress] == [(0.0, 0), (2.0, 200), (2.1, 150), (3.1, 250)]
+    assert failures == [{"day": 2.0, "cause": "node"}]
+    spec = charts.progress({"progress": progress, "failures": failures})
+    assert "interpolate" not in json.dumps(spec)  # straight lines between the replay's own points
+
+
+def test_pages_print_no_literal_none_and_say_union() -> None:
+    from gpustack_sim.observatory.render import _environment
+
+    env = _environment()
+    assert env.from_string("<td>{{ x }}</td>").render(x=None) == "<td>–</td>"
+    roots = (REPO / "gpustack_sim" / "observatory" / "templates" / "roots.html").read_text()
+    assert "summed" not in roots and "(union)" in roots
+
+
+def test_the_conclusion_shown_is_the_one_at_this_catalog() -> None:
+    # "latest conclusion" was the last artifact in hash order
+    from gpustack_sim.experiments.log import conclusion_at
+
+    results = [("passed", "virtual", "zzz-old"), ("failed_virtual_screen", "virtual", "abc-now")]
+    assert conclusion_at(results, "abc-now") == "failed_virtual_screen (virtual stage)"
+    assert conclusion_at(results, "new") == "not run at this catalog (2 result(s) at earlier ones)"
+    assert conclusion_at([], "new") == "not run"
+
+
+def test_experiment_list_prints_every_protocol(cli) -> None:
+    res = cli("experiment", "list", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = {r["protocol"]: r for r in strict_json(res.stdout)["protocols"]}
+    assert {f"E00{i}@1" for i in range(1, 7)} <= set(rows) and all(r["frozen"] for r in rows.values())
+    assert all(r["conclusion"] for r in rows.values())
+
+
+def test_diff_text_shows_the_changed_part_of_a_long_value() -> None:
+    # the text format cut every value at 80 characters: a change after them showed as two equal prefixes
+    from gpustack_sim.cli.diff import _changed, _pair
+
+    before = {"expression": "x" * 100 + " + a", "description": "same"}
+    after = {"expression": "x" * 100 + " + b", "description": "same"}
+    [(key, b, a)] = _changed("parts", before, after)
+    shown = _pair(b, a)
+    assert key == "parts.expression" and "+ a" in shown.split(" -> ")[0] and "+ b" in shown.split(" -> ")[1]
+
+
+def test_a_copied_run_is_validated_like_a_file() -> None:
+    # docs/api.md built a 512-GPU layout inside a 1,024-GPU run: model_copy skips validation
+    from pydantic import ValidationError
+
+    from gpustack_sim.engine.run import load_training_run
+
+    run = load_training_run(RUN)
+    with pytest.raises(ValidationError, match="tp\\*pp\\*dp\\*cp = 512 but gpus = 1024"):
+        run.model_copy(update={"layout": run.layout.model_copy(update={"tp": 4, "dp": 32})})
+    with pytest.raises(ValidationError):
+        run.layout.model_copy(update={"tp": -1})
+    wider = run.model_copy(update={"layout": run.layout.model_copy(update={"tp": 4, "dp": 64})})
+    assert (wider.layout.tp, wider.layout.dp) == (4, 64) and wider.model_fields_set == run.model_fields_set

@@ -139,11 +139,14 @@ def _series(log_rows: list[dict], power_rows: list[dict]) -> tuple[list, list, l
     """Progress (step position over days), failures (day, cause) and node power by phase (kW) of the
     first replication, from the event log and power series a simulation writes."""
     day = 86400e9
-    progress, failures = [{"day": 0.0, "position": 0}], []
+    progress, failures = [], []
     for row in log_rows:
         if row["replication"] != 0:
             continue
         if row["kind"] == "compute":
+            # Both ends of each stretch of compute, as the replay has it (and timeline.png draws it): the steps
+            # grow through the stretch, and a rollback shows as the next stretch starting lower.
+            progress.append({"day": row["time_ns"] / day, "position": row["position"]})
             progress.append({"day": (row["time_ns"] + row["duration_ns"]) / day, "position": row["position"] + row["count"]})
         elif row["kind"] == "failure":
             failures.append({"day": row["time_ns"] / day, "cause": row["cause"] or "unknown"})
@@ -153,7 +156,7 @@ def _series(log_rows: list[dict], power_rows: list[dict]) -> tuple[list, list, l
         for key, value in sorted(row.items()):
             if key.endswith("_w") and value == value:  # NaN: a phase with no catalog power where it runs
                 power.append({"day": mid, "site": row["site"], "phase": key[:-2], "kw": value / 1e3})
-    return _thin(progress), failures, power
+    return _thin(progress or [{"day": 0.0, "position": 0}]), failures, power
 
 
 def simulation_from_engine(engine, path: Path, shown: str, replications: int, seed: int) -> SimulationView:

@@ -15,6 +15,7 @@ from pathlib import Path
 from gpustack_compiler.atomic import write_folder
 from gpustack_compiler.errors import InputError
 
+from ..experiments.log import conclusion_at
 from . import charts
 from .collect import Observatory
 
@@ -50,8 +51,10 @@ def vega_bundle() -> str:
 def _environment():
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+    # finalize: a value a page prints that is absent (None) shows as a dash, never the literal `None`.
     env = Environment(loader=PackageLoader("gpustack_sim.observatory", "templates"),
-                      autoescape=select_autoescape(["html"]), undefined=StrictUndefined, keep_trailing_newline=True)
+                      autoescape=select_autoescape(["html"]), undefined=StrictUndefined, keep_trailing_newline=True,
+                      finalize=lambda value: "–" if value is None else value)
     env.filters["num"] = _num
     env.policies["json.dumps_kwargs"] = {"sort_keys": True}
     return env
@@ -129,7 +132,8 @@ def _fill(obs: Observatory, out: Path, catalog_hash: str, written: list[str]) ->
     listed = []
     for e in obs.experiments:
         href = f"experiment-{e['id']}-v{e['version']}.html"
-        listed.append({**e, "href": href})
+        listed.append({**e, "href": href, "conclusion": conclusion_at(
+            [(r["conclusion"], r["stage"], r["catalog_hash"]) for r in e["results"]], catalog_hash)})
         specs = [charts.metrics(r, r["falsifiers"]) for r in e["results"]]
         page("experiment.html", href, title=f"{e['id']} v{e['version']}: {e['spec']['title']}", e=e, charts=specs,
              plain=PLAIN, body_class="depth-plain")
