@@ -589,3 +589,17 @@ def test_a_copied_run_is_validated_like_a_file() -> None:
         run.layout.model_copy(update={"tp": -1})
     wider = run.model_copy(update={"layout": run.layout.model_copy(update={"tp": 4, "dp": 64})})
     assert (wider.layout.tp, wider.layout.dp) == (4, 64) and wider.model_fields_set == run.model_fields_set
+
+
+def test_a_sites_storage_bandwidth_bounds_the_checkpoint_write(cli, tmp_path) -> None:
+    # storage_bandwidth was required and never used: 0 GB/s gave the results of 100 GB/s
+    def replay(bandwidth: str):
+        path = tmp_path / "sites.yaml"
+        path.write_text(SITES.read_text().replace("storage_bandwidth: 100 GB/s", f"storage_bandwidth: {bandwidth}"))
+        return cli("simulate", str(RUN), "--sites", str(path), "--days", "1", "--json")
+    fast, slow = (strict_json(replay(b).stdout) for b in ("100 GB/s", "1 GB/s"))
+    # 988 GB in halves at 100 GB/s per site: 4.9 s, inside the catalog's 43.8 s write; at 1 GB/s, 494 s
+    assert fast["figures"]["checkpoints_completed"]["mean"] > 5 * slow["figures"]["checkpoints_completed"]["mean"]
+    assert any("checkpoint interval raised" in n for n in slow["notes"])
+    one_line_error(replay("0 GB/s"), 2, "sites[0].storage_bandwidth", "not positive")
+    one_line_error(replay("1e-300 GB/s"), 2, "a checkpoint write takes", "longer than the longest replay")

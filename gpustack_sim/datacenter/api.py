@@ -19,7 +19,7 @@ from .parameters import JobParameters
 from .policies import Policy, make_policy
 from .results import SimulationResult
 from .simulation import Replay, Replication
-from .sites import Placement, Sites, place, single_site
+from .sites import Placement, Sites, place, single_site, storage_write_s
 
 SECONDS_PER_DAY = 86400
 # What a change of parallel layout leaves as it is: the work, the nodes, and the parts that can fail.
@@ -59,6 +59,12 @@ def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str |
         sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
     horizon = None if days is None else to_ns(days * SECONDS_PER_DAY)
     layouts = dict(layouts or {})
+    if sites is not None:
+        # A checkpoint written faster than the catalog's storage allows is not written faster than the site's.
+        write_s = storage_write_s(sites, placement, params.nodes, params.checkpoint_bits)
+        if write_s > params.checkpoint_write_s:
+            params = dataclasses.replace(params, checkpoint_write_s=write_s)
+            layouts = {name: dataclasses.replace(lp, checkpoint_write_s=write_s) for name, lp in layouts.items()}
     for name, lp in layouts.items():
         for fld in SAME_IN_EVERY_LAYOUT:
             if getattr(lp, fld) != getattr(params, fld):
@@ -100,7 +106,7 @@ def refuse_hopeless_interval(params: JobParameters, interval_s: float) -> None:
                          f"the job fails every {params.job_mtbf_s:,.6g} s on average, so a checkpoint every "
                          f"{stretch:,.6g} s expects e^{stretch / params.job_mtbf_s:,.3g} failures first, over the "
                          f"limit of {MAX_FAILURES_WITHOUT_PROGRESS:,}",
-                         f"use an interval well below the mean time between failures, or --policy daly")
+                         "use an interval well below the mean time between failures, or --policy daly")
 
 
 def _replay(shared: tuple[JobParameters, Placement, Policy, int | None, dict[str, JobParameters]],

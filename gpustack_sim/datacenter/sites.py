@@ -75,7 +75,7 @@ _DIMENSIONS = {"accelerator_power": "W", "base_power": "W", "cooling_limit": "W"
                "power_cap": "W", "storage_bandwidth": "bit/s", "bandwidth": "bit/s", "latency": "s",
                "start": "s", "end": "s", "duration": "s", "limit": "W"}
 # Fields that divide: a zero would leave nothing to divide by.
-_POSITIVE = ("accelerator_power", "bandwidth")
+_POSITIVE = ("accelerator_power", "bandwidth", "storage_bandwidth")
 # Every time in a sites file falls within the longest replay, so it is a whole number of nanoseconds.
 LONGEST_REPLAY_S = MAX_SIMULATED_DAYS * 86400.0
 
@@ -186,6 +186,20 @@ def sync_hops(sites: Sites, in_use: list[str], sync_bits: float) -> tuple[tuple[
                              f"{link.latency_s:,.6g} s), longer than the longest replay ({MAX_SIMULATED_DAYS:,} days)")
         hops.append((link, to_ns(seconds)))
     return tuple(hops)
+
+
+def storage_write_s(sites: Sites, placement: Placement, nodes: int, checkpoint_bits: float) -> float:
+    """The longest time a site's checkpoint storage takes to absorb its share of one checkpoint: every node of
+    the job at a site writes its part at once, so they contend for the site's storage_bandwidth."""
+    slowest = 0.0
+    for name, n in placement.placed:
+        site = next(s for s in sites.sites if s.name == name)
+        seconds = checkpoint_bits * n / nodes / site.storage_bandwidth_bit_s
+        if not seconds <= LONGEST_REPLAY_S:
+            raise InputError(f"{sites.path}: sites: {name}: a checkpoint write takes {seconds:,.6g} s at its "
+                             f"storage_bandwidth, longer than the longest replay ({MAX_SIMULATED_DAYS:,} days)")
+        slowest = max(slowest, seconds)
+    return slowest
 
 
 def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
