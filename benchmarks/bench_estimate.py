@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from cli_process import median_wall
-from gpustack_compiler import pipeline
-from gpustack_compiler.source import ManifestSource
+from gpustack_compiler.build import pipeline
+from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import Engine
 from gpustack_sim.engine.run import load_run
 from gpustack_sim.analyses.sweep import parse_grid

@@ -31,9 +31,9 @@ from synthetic_catalog import generate
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpustack_compiler import pipeline  # noqa: E402
+from gpustack_compiler.build import pipeline  # noqa: E402
 from gpustack_compiler.neo4j.source import Neo4jSource  # noqa: E402
-from gpustack_compiler.source import ManifestSource  # noqa: E402
+from gpustack_compiler.manifest.source import ManifestSource  # noqa: E402
 
 
 def free_port() -> int:
@@ -48,7 +48,7 @@ class PrivateServer:
     """A local Neo4j with its own state, data and ports; the launcher build is shared with the user cache."""
 
     def __init__(self, root: Path):
-        from gpustack_compiler.neo4j import server as srv
+        from gpustack_compiler.neo4j.server import operations as srv
 
         self.srv = srv
         build = srv.ensure_built()

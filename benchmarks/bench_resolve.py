@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from cli_process import median_wall
-from gpustack_compiler import pipeline
-from gpustack_compiler.source import ManifestSource
+from gpustack_compiler.build import pipeline
+from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import Engine
 
 REPO = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ sample, calibrate and validate, each returning a typed result with `to_dict()`.
     engine = Engine.open("catalog")
     est = engine.estimate(engine.load_run("runs/llama70b_1024xh100.yaml"))
 
-Errors are `gpustack_compiler.errors.GpustackError` subclasses (InputError, CatalogError,
+Errors are `gpustack_compiler.base.errors.GpustackError` subclasses (InputError, CatalogError,
 InfrastructureError, ResolveError); nothing here imports the command line.
 """
 
@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpustack_compiler import pipeline
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.records import Tables, VariableRecord, read_manifest
-from gpustack_compiler.source import GraphSource, ManifestSource
-from gpustack_compiler.suggest import did_you_mean
-from gpustack_compiler.units import UnitSystem
+from gpustack_compiler.build import pipeline
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.manifest.records import Tables, VariableRecord, read_manifest
+from gpustack_compiler.manifest.source import GraphSource, ManifestSource
+from gpustack_compiler.base.suggest import did_you_mean
+from gpustack_compiler.language.units import UnitSystem
 
 from .compiled import REPO_CATALOG, compile_catalog, default_catalog  # noqa: F401  (part of the API)
 from .distributed import Backend

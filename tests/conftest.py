@@ -90,7 +90,7 @@ class Neo4jDB:
 @pytest.fixture(scope="session")
 def neo4j_session(tmp_path_factory) -> Iterator[tuple[Neo4jDB | None, str | None]]:
     """(database, None) or (None, why there is none); started/connected once per session."""
-    from gpustack_compiler.errors import GpustackError
+    from gpustack_compiler.base.errors import GpustackError
     from gpustack_compiler.neo4j.conn import Neo4jSettings
 
     saved = {k: os.environ.get(k) for k in ENV_KEYS}
@@ -103,7 +103,7 @@ def neo4j_session(tmp_path_factory) -> Iterator[tuple[Neo4jDB | None, str | None
                             "graph; run the tests in one process (add -n 0)", pytrace=False)
             settings = Neo4jSettings.resolve()
         else:
-            from gpustack_compiler.neo4j import server as srv
+            from gpustack_compiler.neo4j.server import operations as srv
 
             try:
                 server = LocalServer(tmp_path_factory.mktemp("neo4j"), auth=True, password=SESSION_PASSWORD,

@@ -181,7 +181,7 @@ def cycle(data: bytes, rnd: random.Random) -> bytes:
 
 
 def oversized(data: bytes, rnd: random.Random) -> bytes:
-    from gpustack_compiler.limits import MAX_CATALOG_FILE_BYTES
+    from gpustack_compiler.base.limits import MAX_CATALOG_FILE_BYTES
 
     return data + b"\n" + b"# " + b"x" * (MAX_CATALOG_FILE_BYTES + rnd.randrange(1000)) + b"\n"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_compiler import pipeline
-from gpustack_compiler.findings import Findings
-from gpustack_compiler.source import ManifestSource
+from gpustack_compiler.build import pipeline
+from gpustack_compiler.base.findings import Findings
+from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import api
 from gpustack_sim.engine.observation import load_observations
 
@@ -227,7 +227,7 @@ class LocalServer:
     HTTP (the Browser) only when a test asks for it: it costs start-up time."""
 
     def __init__(self, root: Path, http: bool = False, **start_args):
-        from gpustack_compiler.neo4j import server as srv
+        from gpustack_compiler.neo4j.server import operations as srv
 
         self.srv = srv
         build = srv.ensure_built()  # in the user cache: built once, reused by every session

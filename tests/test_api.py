@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gpustack_compiler.errors import CatalogError, InputError
+from gpustack_compiler.base.errors import CatalogError, InputError
 from gpustack_sim import Engine
 from helpers import REPO, mini_catalog
 
@@ -54,7 +54,7 @@ def test_domain_errors_not_command_line_errors(tmp_path) -> None:
 def test_a_manifest_file_opens_and_another_schema_version_is_refused(tmp_path) -> None:
     import json
 
-    from gpustack_compiler import pipeline
+    from gpustack_compiler.build import pipeline
 
     pipeline.run(mini_catalog(tmp_path), tmp_path / "build", write_manifest=True)
     path = tmp_path / "build" / "manifest.json"

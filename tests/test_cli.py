@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpustack_sim.engine.run  # noqa: F401  (the engine registers the run-file schema, as the CLI does)
-from gpustack_compiler import schema as schema_mod
-from gpustack_compiler.expressions import ExprError, parse
+from gpustack_compiler.build import schema as schema_mod
+from gpustack_compiler.language.expressions import ExprError, parse
 from helpers import CATALOG, REPO, CliResult, mini_catalog, run_cli, run_cli_here
 
 
@@ -36,7 +36,7 @@ def test_real_catalog_checks_clean(build: Path) -> None:
 
 
 def test_a_result_cached_by_another_compiler_is_not_reused(tmp_path: Path, monkeypatch) -> None:
-    from gpustack_compiler import pipeline
+    from gpustack_compiler.build import pipeline
 
     catalog, build = mini_catalog(tmp_path), tmp_path / "build"
     assert not pipeline.run(catalog, build, write_manifest=False).cached

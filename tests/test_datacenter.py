@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 from gpustack_sim.datacenter import FailureClass, JobParameters, simulate
 from gpustack_sim.datacenter.events import to_ns
 from gpustack_sim.datacenter.parameters import CATALOG_PARAMETERS

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 from gpustack_sim.datacenter import simulate
 from gpustack_sim.datacenter.events import to_ns
 from gpustack_sim.datacenter.policies import (FixedInterval, Migrate, SetCheckpointInterval, SetLayout,

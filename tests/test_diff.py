@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 from gpustack_sim.analyses.diff import catalog_diff
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,8 +78,8 @@ def test_entries_added_and_changed(diff):
 def test_blast_radius(diff, repo):
     import networkx as nx
 
-    from gpustack_compiler.graph import V
-    from gpustack_compiler.manifest import graph_of
+    from gpustack_compiler.manifest.graph import V
+    from gpustack_compiler.manifest.serialise import graph_of
     from gpustack_sim import Engine
 
     # The oracle, straight from the data-flow graph: what the edits touch, everything downstream of it, and

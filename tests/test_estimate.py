@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_compiler.errors import CatalogError, InputError
-from gpustack_compiler.models import Quantity
-from gpustack_compiler.source import ManifestSource
+from gpustack_compiler.base.errors import CatalogError, InputError
+from gpustack_compiler.language.models import Quantity
+from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import Engine
 from helpers import CATALOG, REPO, calibration_data, run_cli, run_cli_here
 

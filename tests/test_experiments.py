@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 from gpustack_sim.experiments import Workspace, audit, findings, freeze_protocol, load_protocol, run_protocol
 from gpustack_sim.experiments import log as results_log
 from gpustack_sim.experiments.lock import lock_status
@@ -339,7 +339,7 @@ def test_docs_example_runs(monkeypatch):
 
 
 def test_committed_experiment_schemas_are_fresh():
-    from gpustack_compiler import schema as schema_mod
+    from gpustack_compiler.build import schema as schema_mod
 
     assert {"protocol.schema.json", "experiment_artifact.schema.json"} <= set(schema_mod.SCHEMA_FILES)
     assert schema_mod.stale(REPO / "schemas") == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 from gpustack_sim import Engine
 from gpustack_sim.analyses.calibrate import fit
 from gpustack_sim.engine.facts import Parameter

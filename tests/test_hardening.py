@@ -173,7 +173,7 @@ def test_a_plot_of_more_layouts_than_can_be_kept_is_refused(cli, tmp_path) -> No
 
 
 def test_input_files_over_the_limit_are_refused_with_the_size(cli, tmp_path) -> None:
-    from gpustack_compiler.limits import MAX_CSV_BYTES, MAX_DOCUMENT_BYTES
+    from gpustack_compiler.base.limits import MAX_CSV_BYTES, MAX_DOCUMENT_BYTES
 
     run_file = tmp_path / "run.yaml"
     run_file.write_bytes(RUN.read_bytes() + b"#" * MAX_DOCUMENT_BYTES)
@@ -255,7 +255,7 @@ def test_a_power_resolution_over_the_bin_limit_is_refused_before_the_replay(cli,
 
 def test_a_power_series_over_the_bin_limit_is_refused_before_it_is_built() -> None:
     from datacenter_cases import job, replay
-    from gpustack_compiler.errors import InputError
+    from gpustack_compiler.base.errors import InputError
     from gpustack_sim.datacenter.power import power_series
 
     result = replay(job(rate_per_hour=0.0))
@@ -278,7 +278,7 @@ def test_replications_over_the_limit_are_refused_before_any_replay(cli, tmp_path
 
 def test_the_replication_limit_holds_for_the_api_too() -> None:
     from datacenter_cases import job
-    from gpustack_compiler.errors import InputError
+    from gpustack_compiler.base.errors import InputError
     from gpustack_sim.datacenter import simulate
 
     with pytest.raises(InputError, match="--replications: 1,000,000,000 is over the limit of 100,000"):
@@ -296,8 +296,8 @@ def test_an_interval_that_cannot_complete_a_checkpoint_is_refused(cli) -> None:
 def test_a_replay_that_makes_no_progress_stops_with_a_finding() -> None:
     # A policy object is not checked beforehand: the replay itself stops after the limit of failures in a row.
     from datacenter_cases import HOUR, job, replay
-    from gpustack_compiler.errors import FindingError
-    from gpustack_compiler.limits import MAX_FAILURES_WITHOUT_PROGRESS
+    from gpustack_compiler.base.errors import FindingError
+    from gpustack_compiler.base.limits import MAX_FAILURES_WITHOUT_PROGRESS
     from gpustack_sim.datacenter.policies import FixedInterval
 
     params = job(rate_per_hour=10.0)  # a failure every 6 minutes on average, a checkpoint every 10^6 hours
@@ -311,7 +311,7 @@ def test_a_replay_that_makes_no_progress_stops_with_a_finding() -> None:
 
 def test_workers_over_the_limit_are_refused_before_a_process_starts(cli) -> None:
     # `sweep --workers 10000` started 10,000 processes on 2 cores ("Too many open files", 4.5 GB)
-    from gpustack_compiler.limits import max_local_workers
+    from gpustack_compiler.base.limits import max_local_workers
 
     start = time.monotonic()
     res = cli("sweep", str(RUN), "--grid", "tp=1,2", "--workers", "10000")
@@ -390,7 +390,7 @@ def test_a_sample_is_truncated_to_its_variables_declared_domain(cli) -> None:
     # normal(10 year, 8 year) drew negative facility lives (a negative capital-recovery factor)
     import numpy as np
 
-    from gpustack_compiler.kinds.distributions import NORMAL
+    from gpustack_compiler.language.kinds.distributions import NORMAL
     from gpustack_sim.analyses.uncertainty import Distribution, Domain
 
     res = cli("resolve", "econ.facility.life", "--assign", "econ.facility.life=10 year", "--sample",
@@ -500,7 +500,7 @@ def test_a_simulation_folder_mixing_two_runs_is_refused_by_its_readers(cli, tmp_
 
 
 def test_a_folder_written_whole_leaves_the_previous_one_when_its_writer_fails(tmp_path) -> None:
-    from gpustack_compiler.atomic import write_folder
+    from gpustack_compiler.base.atomic import write_folder
 
     out = tmp_path / "out"
     write_folder(out, lambda tmp: (tmp / "a").write_text("old"))

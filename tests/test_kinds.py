@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpustack_compiler import models
-from gpustack_compiler.errors import ResolveError
-from gpustack_compiler.kinds import KINDS
-from gpustack_compiler.kinds.distributions import DISTRIBUTIONS
+from gpustack_compiler.language import models
+from gpustack_compiler.base.errors import ResolveError
+from gpustack_compiler.language.kinds import KINDS
+from gpustack_compiler.language.kinds.distributions import DISTRIBUTIONS
 from gpustack_sim.analyses.estimate import intervals
 from gpustack_sim.analyses.uncertainty import MonteCarlo, parse_spec
 from helpers import Engine, mini_catalog, write_system
 
-HOMES = Path(__file__).resolve().parent.parent / "gpustack_compiler" / "kinds"
+HOMES = Path(__file__).resolve().parent.parent / "gpustack_compiler" / "language" / "kinds"
 SHARED = {"__init__", "base", "evaluation", "distributions"}  # the registry and what the kinds share
 
 
@@ -25,7 +25,7 @@ def test_every_kind_in_the_syntax_has_one_home_and_every_home_a_kind() -> None:
     print("relation kinds:", ", ".join(f"{name} ({type(k).__module__})" for name, k in KINDS.items()))
     assert list(KINDS) == list(models.RELATION_KINDS)
     for name, kind in KINDS.items():
-        assert kind.name == name and type(kind).__module__ == f"gpustack_compiler.kinds.{name}"
+        assert kind.name == name and type(kind).__module__ == f"gpustack_compiler.language.kinds.{name}"
     assert {p.stem for p in HOMES.glob("*.py")} - SHARED == set(KINDS)
 
 

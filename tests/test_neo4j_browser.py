@@ -12,9 +12,9 @@ from urllib.parse import quote
 import pytest
 from helpers import LocalServer, unavailable
 
-from gpustack_compiler.neo4j import server
-from gpustack_compiler.neo4j.browser.guide import COOKBOOK, GUIDE, STYLE, cookbook_queries, guide_html, guide_queries
-from gpustack_compiler.neo4j.browser.style import catalog_systems, style_grass
+from gpustack_compiler.neo4j.server import operations as server
+from gpustack_compiler.neo4j.server.browser.guide import COOKBOOK, GUIDE, STYLE, cookbook_queries, guide_html, guide_queries
+from gpustack_compiler.neo4j.server.browser.style import catalog_systems, style_grass
 from gpustack_compiler.neo4j.load import extra_labels
 
 RULE = re.compile(r'\s*([A-Za-z][\w.]*)\s*\{((?:[^{}"]|"[^"]*")*)\}', re.S)  # captions hold braces in quotes
@@ -39,7 +39,7 @@ def parse_grass(text: str) -> dict[str, dict[str, str]]:
 
 def test_style_is_generated_from_the_systems():
     assert STYLE.read_text(encoding="utf-8") == style_grass(catalog_systems()), \
-        "stale: python -m gpustack_compiler.neo4j.browser.style"
+        "stale: python -m gpustack_compiler.neo4j.server.browser.style"
 
 
 def test_style_parses_and_sets_the_labels_apart():
@@ -74,7 +74,7 @@ def test_style_parses_and_sets_the_labels_apart():
 def test_guide_is_the_current_cookbook():
     markdown = COOKBOOK.read_text(encoding="utf-8")
     assert GUIDE.read_text(encoding="utf-8") == guide_html(markdown), \
-        "stale: python -m gpustack_compiler.neo4j.browser.guide"
+        "stale: python -m gpustack_compiler.neo4j.server.browser.guide"
     queries = guide_queries(GUIDE.read_text(encoding="utf-8"))
     assert queries == [q for _, _, q in cookbook_queries(markdown)]
     assert len(queries) >= 15

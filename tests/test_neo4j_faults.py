@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 from gpustack_compiler.neo4j.source import Neo4jSource
-from gpustack_compiler.source import GRAPH_PARTS
+from gpustack_compiler.manifest.source import GRAPH_PARTS
 from helpers import (SESSION_PASSWORD, LocalServer, compile_catalog, free_port, mini_catalog, neo4j_required,
                      run_cli)
 
@@ -155,7 +155,7 @@ def auth_server(session_db, tmp_path_factory):
     if session_db.started_here:
         yield session_db.settings.uri, SESSION_PASSWORD
         return
-    from gpustack_compiler.neo4j import server as srv
+    from gpustack_compiler.neo4j.server import operations as srv
 
     password = SESSION_PASSWORD
     try:

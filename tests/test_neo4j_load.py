@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpustack_compiler.neo4j.load import plan
-from gpustack_compiler.source import GRAPH_PARTS
+from gpustack_compiler.manifest.source import GRAPH_PARTS
 from helpers import REPO, compile_catalog, mini_catalog, run_cli
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -228,7 +228,7 @@ def test_failure_part_way_rolls_back(neo4j_db, mini: Path, tmp_path: Path, real_
 
     # a load that finds its plan inconsistent part-way (after writing nodes) is rolled back
     from gpustack_compiler.neo4j import load as neo4j_load
-    from gpustack_compiler.errors import InfrastructureError
+    from gpustack_compiler.base.errors import InfrastructureError
 
     real_plan = neo4j_load.plan
     bad = real_plan(real_manifest)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpustack_compiler.neo4j.source import Neo4jSource
-from gpustack_compiler.records import Tables
-from gpustack_compiler.source import ManifestSource
-from gpustack_compiler.units import UnitSystem
+from gpustack_compiler.manifest.records import Tables
+from gpustack_compiler.manifest.source import ManifestSource
+from gpustack_compiler.language.units import UnitSystem
 from gpustack_sim.engine.resolver import Resolver
 from gpustack_sim.engine.scenario import ScenarioBuilder
 from helpers import FIXTURE

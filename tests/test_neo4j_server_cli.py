@@ -13,7 +13,7 @@ from helpers import TEST_JVM_OPTS, free_port, neo4j_required, run_cli
 
 @pytest.fixture
 def private_cache(tmp_path):
-    from gpustack_compiler.neo4j import server as srv
+    from gpustack_compiler.neo4j.server import operations as srv
 
     try:
         build = srv.ensure_built()

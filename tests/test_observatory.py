@@ -85,7 +85,7 @@ def test_same_inputs_same_bytes(engine, tmp_path):
 
 
 def test_refuses_a_folder_that_is_not_a_site(engine, tmp_path):
-    from gpustack_compiler.errors import InputError
+    from gpustack_compiler.base.errors import InputError
 
     (tmp_path / "mine.txt").write_text("keep me")
     with pytest.raises(InputError, match="not an observatory site"):
@@ -180,7 +180,7 @@ def test_a_simulate_out_folder_shows_as_the_replay_itself(engine, tmp_path):
     assert read.progress == replayed.progress and read.failures == replayed.failures
     assert read.power == replayed.power and len(read.power) > 0
     (tmp_path / "power.parquet").unlink()
-    from gpustack_compiler.errors import InputError
+    from gpustack_compiler.base.errors import InputError
 
     with pytest.raises(InputError, match="no power.parquet"):
         simulation_from_folder(tmp_path, "out")

@@ -81,7 +81,7 @@ def test_assignment_units(real_engine: Engine, assignment: str, expected_si: flo
 
 
 def test_assignment_unit_errors(real_engine: Engine) -> None:
-    from gpustack_compiler.errors import InputError
+    from gpustack_compiler.base.errors import InputError
 
     for bad in ("gpu.power.total=3 GHz", "gpu.power.total=fast", "gpu.power.total=5 furlong", "gpu.power.totl=5 W"):
         with pytest.raises(InputError):

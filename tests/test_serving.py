@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.source import ManifestSource
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import Engine
 from gpustack_sim.engine.serve_run import ServeRunSpec
 from helpers import CATALOG, REPO, gp, run_cli

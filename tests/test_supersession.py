@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 from gpustack_sim import Engine
 from gpustack_sim.engine.observation import (LOCK_NAME, in_force, load_observations, lock_problems, read_lock,
                                              update_lock)

@@ -10,7 +10,7 @@ import pytest
 import sympy
 from sympy.logic.boolalg import ITE
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 from gpustack_sim.analyses.uncertainty import MonteCarlo, _for_numpy, parse_spec, vectorize
 from helpers import CATALOG, FIXTURE, Engine, run_cli
 

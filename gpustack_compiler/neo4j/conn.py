@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from ..errors import InfrastructureError, InputError
+from gpustack_compiler.base.errors import InfrastructureError, InputError
 
 DEFAULT_URI = "bolt://127.0.0.1:7687"
 DEFAULT_USER = "neo4j"
@@ -37,7 +37,7 @@ def relation_kind_labels() -> dict[str, str]:
     """Relation kind -> its label in Neo4j (the kind's name capitalised: `identity` -> `:Identity`), in the
     catalog's order of kinds. From the file models, not the kinds' modules: those carry sympy, a second
     of imports that a load has no use for."""
-    from ..models import RELATION_KINDS
+    from gpustack_compiler.language.models import RELATION_KINDS
 
     return {name: name.capitalize() for name in RELATION_KINDS}
 

@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import manifest as mf
-from ..errors import InfrastructureError, InputError
-from ..source import GRAPH_PARTS, root_meta
+from gpustack_compiler.manifest import serialise as mf
+from gpustack_compiler.base.errors import InfrastructureError, InputError
+from gpustack_compiler.manifest.source import GRAPH_PARTS, root_meta
 from .conn import (MARKER, Neo4jSettings, driver, query, relation_kind_labels, statements,
                    translate)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from gpustack_compiler.expressions import SympyBuilder, parse
+from gpustack_compiler.language.expressions import SympyBuilder, parse
 
 from ..engine.resolver import Resolution, Step
 from .estimate import Estimate, fitted_distributions, intervals

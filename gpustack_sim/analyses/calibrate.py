@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import sympy
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.models import Quantity
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.language.models import Quantity
 
 from ..engine.bindings import RunFields
 from ..engine.facts import Facts, Held, Parameter

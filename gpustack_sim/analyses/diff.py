@@ -14,8 +14,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpustack_compiler.errors import GpustackError, InputError
-from gpustack_compiler.manifest import graph_of
+from gpustack_compiler.base.errors import GpustackError, InputError
+from gpustack_compiler.manifest.serialise import graph_of
 
 # What is compared per kind of entry: a change to any of these fields is reported with before and after.
 FIELDS = {
@@ -214,7 +214,7 @@ def run_deltas(before_engine, after_engine, before_runs: Path, after_runs: Path)
 def catalog_diff(catalog: str | Path, base: str = "HEAD", runs: str | Path | None = None) -> CatalogDiff:
     """The change from `base` (a git ref) to the work tree, for the catalog folder `catalog` and the run
     files in `runs` (default: runs/ beside the catalog)."""
-    from gpustack_compiler.source import ManifestSource
+    from gpustack_compiler.manifest.source import ManifestSource
 
     from ..api import Engine
 

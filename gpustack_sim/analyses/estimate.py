@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpustack_compiler.errors import CatalogError
-from gpustack_compiler.kinds.distributions import LOGNORMAL
+from gpustack_compiler.base.errors import CatalogError
+from gpustack_compiler.language.kinds.distributions import LOGNORMAL
 
 from ..distributed import Backend
 from ..engine.bindings import RunFields

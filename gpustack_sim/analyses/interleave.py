@@ -3,7 +3,7 @@ the `interleave` axis with every other field as the run gives it, and said in th
 
 from __future__ import annotations
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 
 from ..engine.facts import Facts
 from ..engine.resolver import Resolver

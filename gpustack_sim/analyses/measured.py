@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import ValidationError
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.limits import MAX_CSV_BYTES, read_text
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_CSV_BYTES, read_text
 
 from ..engine.facts import MeasuredRuns
 from ..engine.observation import Component, Decision, Loaded

@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from gpustack_compiler.atomic import write_atomic
+from gpustack_compiler.base.atomic import write_atomic
 
 from .breakdown import Breakdown
 from .sweep import SweepResult

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.suggest import did_you_mean
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.suggest import did_you_mean
 
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.scenario import ScenarioBuilder

@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.limits import MAX_KEPT_LAYOUTS, refuse_over
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_KEPT_LAYOUTS, refuse_over
 
 from ..engine.bindings import FieldBinding, field_value
 from ..engine.facts import Facts

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.limits import MAX_GRID_LAYOUTS, MAX_KEPT_LAYOUTS, refuse_over
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_GRID_LAYOUTS, MAX_KEPT_LAYOUTS, refuse_over
 
 from ..distributed import Backend, chunk_ranges
 from ..engine.bindings import FieldBinding

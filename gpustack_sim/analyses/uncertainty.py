@@ -26,10 +26,10 @@ import sympy
 from sympy.core.parameters import evaluate
 from sympy.logic.boolalg import ITE
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.limits import MAX_SAMPLES, refuse_over
-from gpustack_compiler.kinds import CONSTRAINT, kind_of
-from gpustack_compiler.kinds.distributions import DISTRIBUTIONS, Family, RandomValue
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_SAMPLES, refuse_over
+from gpustack_compiler.language.kinds import CONSTRAINT, kind_of
+from gpustack_compiler.language.kinds.distributions import DISTRIBUTIONS, Family, RandomValue
 
 from ..distributed import Backend, chunk_ranges, chunk_seed
 from ..engine.resolver import Resolution, ResolveError, Resolver

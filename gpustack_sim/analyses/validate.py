@@ -13,8 +13,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpustack_compiler.atomic import write_atomic
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.atomic import write_atomic
+from gpustack_compiler.base.errors import InputError
 
 from ..engine.facts import Facts
 from ..engine.observation import in_force, load_observations, require_split, superseded_by

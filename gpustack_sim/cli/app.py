@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.limits import MAX_REPLICATIONS
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_REPLICATIONS
 
 if TYPE_CHECKING:
-    from gpustack_compiler.source import GraphSource
+    from gpustack_compiler.manifest.source import GraphSource
 
     from ..api import Engine
 
@@ -125,7 +125,7 @@ def source(ctx: typer.Context, use_neo4j: bool) -> GraphSource:
         from gpustack_compiler.neo4j.source import Neo4jSource
 
         return Neo4jSource.from_env()
-    from gpustack_compiler.source import ManifestSource
+    from gpustack_compiler.manifest.source import ManifestSource
 
     from ..compiled import compile_catalog
 

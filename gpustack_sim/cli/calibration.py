@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpustack_compiler.atomic import write_text
+from gpustack_compiler.base.atomic import write_text
 
 from .app import AllowViolationsOpt, JsonOpt, app, engine, out, pairs, seed_option, settings
 

@@ -6,8 +6,8 @@ import sys
 
 import typer
 
-from gpustack_compiler import pipeline
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.build import pipeline
+from gpustack_compiler.base.errors import InputError
 
 from .app import JsonOpt, Neo4jOpt, app, catalog_dir, out, settings, source
 
@@ -72,7 +72,7 @@ def schema(ctx: typer.Context,
            check_only: bool = typer.Option(False, "--check", help="Exit 1 if the committed schemas are stale."),
            as_json: bool = JsonOpt) -> None:
     """Regenerate the JSON Schema files in schemas/ from the models."""
-    from gpustack_compiler import schema as schema_mod
+    from gpustack_compiler.build import schema as schema_mod
 
     # The engine's document models register their schema files when imported.
     from ..datacenter import sites  # noqa: F401

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.suggest import did_you_mean
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.suggest import did_you_mean
 
 from .app import (EXIT_FINDINGS, AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out, pairs,
                   seed_option)

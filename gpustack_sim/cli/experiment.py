@@ -26,7 +26,7 @@ def _workspace(ctx: typer.Context, directory: Path | None):
 
 
 def _units(ctx: typer.Context):
-    from gpustack_compiler.units import UnitSystem
+    from gpustack_compiler.language.units import UnitSystem
 
     from ..api import Engine
 
@@ -37,7 +37,7 @@ def _units(ctx: typer.Context):
 @experiment_app.command("check")
 def check_cmd(ctx: typer.Context, directory: Path = DirOpt, as_json: bool = JsonOpt) -> None:
     """Check every protocol (schema, metrics, falsifiers, units) and whether it matches its frozen copy."""
-    from gpustack_compiler.errors import InputError
+    from gpustack_compiler.base.errors import InputError
 
     from ..experiments import check
     from ..experiments.lock import modified_error

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.suggest import did_you_mean
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.suggest import did_you_mean
 
 from .app import JsonOpt, Neo4jOpt, app, out, source
 
 if TYPE_CHECKING:
-    from gpustack_compiler.records import VariableRecord
-    from gpustack_compiler.source import GraphSource
+    from gpustack_compiler.manifest.records import VariableRecord
+    from gpustack_compiler.manifest.source import GraphSource
 
 
 def require(src: GraphSource, name: str, kinds: tuple[str, ...] = ("variable", "constant")) -> None:

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from gpustack_compiler.errors import (CatalogError, FindingError, GpustackError, InfrastructureError, InputError,
+from gpustack_compiler.base.errors import (CatalogError, FindingError, GpustackError, InfrastructureError, InputError,
                                      ViolationError)
 
 # Importing a command module registers its commands on the root app.

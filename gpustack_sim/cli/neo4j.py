@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from gpustack_compiler.errors import InfrastructureError, InputError
+from gpustack_compiler.base.errors import InfrastructureError, InputError
 
 from .app import EXIT_INFRA, JsonOpt, app, out
 
@@ -26,7 +26,7 @@ DataDirOpt = typer.Option(None, "--data-dir", help="Neo4j home, which owns its s
 
 
 def _server():
-    from gpustack_compiler.neo4j import server
+    from gpustack_compiler.neo4j.server import operations as server
 
     return server
 
@@ -100,7 +100,7 @@ def connection_options_used(uri, user, password, database, force) -> bool:
 def load_manifest(manifest: dict, manifest_path: Path, catalog: Path, uri: str | None, user: str | None,
                   password: str | None, database: str | None, force: bool) -> tuple[dict, str]:
     """Load the manifest just compiled into Neo4j; returns (data for --json, one line of text)."""
-    from gpustack_compiler import manifest as mf
+    from gpustack_compiler.manifest import serialise as mf
     from gpustack_compiler.neo4j.conn import Neo4jSettings
     from gpustack_compiler.neo4j.load import load
 

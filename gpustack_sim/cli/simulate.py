@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.limits import MAX_POWER_BINS, refuse_over
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_POWER_BINS, refuse_over
 
 from .app import AllowViolationsOpt, JsonOpt, app, engine, json_text, out, replications_option, seed_option
 from .render import fmt

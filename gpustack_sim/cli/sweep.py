@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 
 from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out
 from .estimate import AssignOpt, ModeOpt, PresetOpt, VariantOpt, run_with_extras

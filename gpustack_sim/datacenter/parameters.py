@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.limits import MAX_POWER_BINS, refuse_over
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_POWER_BINS, refuse_over
 
 from .events import NS_PER_S, to_ns
 from .simulation import PHASES, Piece

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpustack_compiler.atomic import digests, write_atomic, write_folder
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.atomic import digests, write_atomic, write_folder
+from gpustack_compiler.base.errors import InputError
 
 from .events import NS_PER_S, to_ns
 from .parameters import JobParameters
@@ -172,7 +172,7 @@ class SimulationResult:
     def write_folder(self, out: Path, summary: dict, resolution_s: float | None = None) -> None:
         """`gpustack simulate --out`: result.json (`summary`, and the sha256 of each of FOLDER_FILES, so a reader
         can tell a whole folder from a mix of two runs) beside the event log, the power series and the
-        timeline. The folder replaces `out` whole (gpustack_compiler.atomic.write_folder)."""
+        timeline. The folder replaces `out` whole (gpustack_compiler.base.atomic.write_folder)."""
         def fill(tmp: Path) -> None:
             self.write_parquet(tmp / "events.parquet")
             self.write_power_parquet(tmp / "power.parquet", resolution_s)

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpustack_compiler.errors import FindingError, InputError
-from gpustack_compiler.limits import MAX_FAILURES_WITHOUT_PROGRESS
+from gpustack_compiler.base.errors import FindingError, InputError
+from gpustack_compiler.base.limits import MAX_FAILURES_WITHOUT_PROGRESS
 
 from .events import NS_PER_S, EventKind, EventQueue, Priority, to_ns
 from .parameters import JobParameters

@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.limits import MAX_SIMULATED_DAYS
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_SIMULATED_DAYS
 
 from .events import to_ns
 
@@ -204,9 +204,9 @@ def storage_write_s(sites: Sites, placement: Placement, nodes: int, checkpoint_b
 
 def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
     """Read and check a sites file; `units` is the catalog's UnitSystem."""
-    from gpustack_compiler.models import parse_quantity
-    from gpustack_compiler.documents import field_path, read_mapping, validate
-    from gpustack_compiler.yaml_lines import line_at
+    from gpustack_compiler.language.models import parse_quantity
+    from gpustack_compiler.base.documents import field_path, read_mapping, validate
+    from gpustack_compiler.base.yaml_lines import line_at
 
     from .resources import signal_calendars
 
@@ -307,7 +307,7 @@ def place(sites: Sites, nodes: int, gpus_per_node: int, sync_bits: float) -> Pla
 
 def _register_schema() -> None:
     # The compiler owns `gpustack schema` but may not import the engine: the engine registers its file.
-    from gpustack_compiler.schema import SCHEMA_FILES
+    from gpustack_compiler.build.schema import SCHEMA_FILES
 
     SCHEMA_FILES.setdefault("sites.schema.json", SitesFile)
 

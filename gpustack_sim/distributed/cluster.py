@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from gpustack_compiler.errors import InfrastructureError, InputError
-from gpustack_compiler.limits import max_local_workers, refuse_over
+from gpustack_compiler.base.errors import InfrastructureError, InputError
+from gpustack_compiler.base.limits import max_local_workers, refuse_over
 
 if TYPE_CHECKING:
     from distributed import Client

@@ -18,8 +18,8 @@ from typing import Annotated
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from gpustack_compiler.errors import CatalogError
-from gpustack_compiler.models import Quantity
+from gpustack_compiler.base.errors import CatalogError
+from gpustack_compiler.language.models import Quantity
 
 from .run import RunSpec
 from .scenario import Scenario, ScenarioBuilder

@@ -15,16 +15,16 @@ import pickle
 import sys
 from pathlib import Path
 
-PARSING_CODE = ("expressions.py", "symbolic.py", "units.py")  # in gpustack_compiler: what builds the expressions
+PARSING_CODE = ("expressions.py", "symbolic.py", "units.py")  # in gpustack_compiler.language: what builds the expressions
 
 
 def cache_file(cache_dir: Path, catalog_hash: str) -> Path:
     """The pickle for this catalog, this parsing code, this sympy and this Python."""
     import sympy
 
-    import gpustack_compiler
+    from gpustack_compiler import language
 
-    code = Path(gpustack_compiler.__file__).parent
+    code = Path(language.__file__).parent
     digest = hashlib.sha256(f"{sympy.__version__} {sys.version_info[:2]}".encode())
     for name in PARSING_CODE:
         digest.update((code / name).read_bytes())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from gpustack_compiler.records import VariableRecord
+from gpustack_compiler.manifest.records import VariableRecord
 
 ASSUMPTIONS = {
     "positive": lambda v, shown: v > 0,

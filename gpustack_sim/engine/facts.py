@@ -9,8 +9,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 
-from gpustack_compiler.errors import CatalogError
-from gpustack_compiler.records import Tables
+from gpustack_compiler.base.errors import CatalogError
+from gpustack_compiler.manifest.records import Tables
 
 from .bindings import RunFields, check_field
 

@@ -19,7 +19,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 
 from .run import RunSpec, load_run
 from .serve_run import ServeRunSpec
@@ -190,8 +190,8 @@ def canonical_sha256(data) -> str:
 
 def load_file(path: Path) -> list[Loaded]:
     """Every observation of one file; a problem is one line naming the file, line and field."""
-    from gpustack_compiler.documents import read_mapping, validate
-    from gpustack_compiler.yaml_lines import line_at
+    from gpustack_compiler.base.documents import read_mapping, validate
+    from gpustack_compiler.base.yaml_lines import line_at
 
     data = read_mapping(path, "observation file")
     top = validate(ObservationFile, data, str(path))
@@ -334,7 +334,7 @@ def lock_problems(items: list[Loaded], lock: dict[str, str]) -> list[str]:
 def update_lock(path: Path, items: list[Loaded]) -> list[str]:
     """Add the ids not locked yet; refuse (InputError) if a locked observation changed or disappeared.
     Returns the ids added."""
-    from gpustack_compiler.atomic import write_text
+    from gpustack_compiler.base.atomic import write_text
 
     lock = read_lock(path)
     problems = lock_problems(items, lock)
@@ -350,7 +350,7 @@ def update_lock(path: Path, items: list[Loaded]) -> list[str]:
 
 def _register_schema() -> None:
     # The compiler owns `gpustack schema` but may not import the engine: the engine registers its file.
-    from gpustack_compiler.schema import SCHEMA_FILES
+    from gpustack_compiler.build.schema import SCHEMA_FILES
 
     SCHEMA_FILES.setdefault("observations.schema.json", ObservationFile)
 

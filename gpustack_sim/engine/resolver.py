@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from gpustack_compiler.errors import InputError, ResolveError
-from gpustack_compiler.expressions import SympyBuilder, parse
-from gpustack_compiler.kinds import CONDITIONAL, CONSTRAINT, EXACT, KEYED, kind_of
-from gpustack_compiler.kinds.distributions import RandomValue
-from gpustack_compiler.kinds.evaluation import UndefinedValue, by_name, sympify
-from gpustack_compiler.records import VariableRecord
-from gpustack_compiler.source import GraphSource
-from gpustack_compiler.symbolic import symbol_for
-from gpustack_compiler.units import UnitSystem
+from gpustack_compiler.base.errors import InputError, ResolveError
+from gpustack_compiler.language.expressions import SympyBuilder, parse
+from gpustack_compiler.language.kinds import CONDITIONAL, CONSTRAINT, EXACT, KEYED, kind_of
+from gpustack_compiler.language.kinds.distributions import RandomValue
+from gpustack_compiler.language.kinds.evaluation import UndefinedValue, by_name, sympify
+from gpustack_compiler.manifest.records import VariableRecord
+from gpustack_compiler.manifest.source import GraphSource
+from gpustack_compiler.language.symbolic import symbol_for
+from gpustack_compiler.language.units import UnitSystem
 
 from .domain import domain_checks
 from .scenario import Scenario

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.yaml_lines import YamlError, load
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.yaml_lines import YamlError, load
 
 # Counts stay exact as floats (the engine computes in floats): a 400-digit `hidden` would overflow them.
 MAX_COUNT = 2**53
@@ -290,7 +290,7 @@ def load_run(path: Path | None, overrides: list[str] = ()) -> RunSpec | ServeRun
     """Read a run file (or, without one, build the run from `--set` flags alone): a serving run when it
     says `kind: serving` (serve_run.py), else a training run. Every problem is one line naming the file,
     line and field (or the flag)."""
-    from gpustack_compiler.documents import read_mapping, validate
+    from gpustack_compiler.base.documents import read_mapping, validate
 
     from .serve_run import ServeRunSpec
 
@@ -312,7 +312,7 @@ def load_training_run(path: Path | None, overrides: list[str] = ()) -> RunSpec:
 
 def _register_schema() -> None:
     # The compiler owns `gpustack schema` but may not import the engine: the engine registers its file.
-    from gpustack_compiler.schema import SCHEMA_FILES
+    from gpustack_compiler.build.schema import SCHEMA_FILES
 
     SCHEMA_FILES.setdefault("run.schema.json", RunSpec)
 

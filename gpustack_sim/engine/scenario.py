@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpustack_compiler.models import parse_quantity
-from gpustack_compiler.errors import InputError, ResolveError, ViolationError
-from gpustack_compiler.records import Tables, VariableRecord
-from gpustack_compiler.source import GraphSource
-from gpustack_compiler.suggest import did_you_mean
-from gpustack_compiler.units import UnitError, UnitSystem
+from gpustack_compiler.language.models import parse_quantity
+from gpustack_compiler.base.errors import InputError, ResolveError, ViolationError
+from gpustack_compiler.manifest.records import Tables, VariableRecord
+from gpustack_compiler.manifest.source import GraphSource
+from gpustack_compiler.base.suggest import did_you_mean
+from gpustack_compiler.language.units import UnitError, UnitSystem
 
 from .domain import domain_checks
 

@@ -124,7 +124,7 @@ class ServeRunSpec(_Extendable):
 
 def _register_schema() -> None:
     # The compiler owns `gpustack schema` but may not import the engine: the engine registers its file.
-    from gpustack_compiler.schema import SCHEMA_FILES
+    from gpustack_compiler.build.schema import SCHEMA_FILES
 
     SCHEMA_FILES.setdefault("serve_run.schema.json", ServeRunSpec)
 

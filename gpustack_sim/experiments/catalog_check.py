@@ -8,9 +8,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from gpustack_compiler.fileset import content_hash
-from gpustack_compiler.findings import Findings, Level
-from gpustack_compiler.atomic import write_text
+from gpustack_compiler.base.fileset import content_hash
+from gpustack_compiler.base.findings import Findings, Level
+from gpustack_compiler.base.atomic import write_text
 
 
 def protocol_findings(catalog: Path, build: Path | None, catalog_result) -> Findings:
@@ -53,8 +53,8 @@ def _check(catalog: Path, build: Path | None, catalog_result, experiments: Path)
     ws = Workspace.at(experiments)
     units = None
     if not catalog_result.findings.errors:
-        from gpustack_compiler import pipeline
-        from gpustack_compiler.units import UnitSystem
+        from gpustack_compiler.build import pipeline
+        from gpustack_compiler.language.units import UnitSystem
 
         compiled = pipeline.run(Path(catalog), build, write_manifest=False)
         if compiled.manifest is not None:

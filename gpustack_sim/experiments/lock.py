@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 
 from .protocol import Protocol, canonical_json, sha256_of
 
@@ -61,7 +61,7 @@ def read_lock(directory: Path) -> dict[str, LockEntry]:
 
 
 def write_lock(directory: Path, entries: dict[str, LockEntry]) -> None:
-    from gpustack_compiler.atomic import write_text
+    from gpustack_compiler.base.atomic import write_text
 
     data = {"format": LOCK_FORMAT, "protocols": {k: entries[k].to_dict() for k in sorted(entries)}}
     write_text(directory / LOCK_NAME, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

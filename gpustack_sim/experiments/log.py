@@ -96,7 +96,7 @@ def _section(path: str, a: Artifact) -> list[str]:
 
 def write(ws: Workspace, target: Path) -> bool:
     """Regenerate the log; True if it changed."""
-    from gpustack_compiler.atomic import write_text
+    from gpustack_compiler.base.atomic import write_text
 
     return write_text(target, render(ws))
 

@@ -2,7 +2,7 @@
 schemas/protocol.schema.json), loading with line numbers, the rules a schema cannot state, and the
 canonical JSON a protocol is hashed as.
 
-A protocol file is untrusted input: it is read with the safe loader of `gpustack_compiler.yaml_lines`
+A protocol file is untrusted input: it is read with the safe loader of `gpustack_compiler.base.yaml_lines`
 (anchors refused), never evaluated, and any error is one `InputError` line `file:line: field: message`."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.suggest import did_you_mean
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.suggest import did_you_mean
 
 Quantity = str | float
 Stage = Literal["virtual", "real"]
@@ -190,8 +190,8 @@ def plain(data):
 def load_protocol(path: Path, units=None, shown: str | None = None, root: Path | None = None) -> Protocol:
     """Read and check one protocol file; `units` (the catalog's UnitSystem) enables the unit checks, `root`
     (the repository root) the check that scenario files exist. `shown` is the path printed in errors."""
-    from gpustack_compiler.documents import field_path, read_mapping, validate
-    from gpustack_compiler.yaml_lines import line_at
+    from gpustack_compiler.base.documents import field_path, read_mapping, validate
+    from gpustack_compiler.base.yaml_lines import line_at
 
     where = shown or str(path)
     data = read_mapping(path, "protocol", where)
@@ -276,8 +276,8 @@ def _unique(items, attr: str, group: str, fail) -> None:
 
 
 def _thresholds(spec: ProtocolFile, metrics: dict[str, Metric], fail, units) -> dict[str, Threshold]:
-    from gpustack_compiler.models import parse_quantity
-    from gpustack_compiler.units import UnitError
+    from gpustack_compiler.language.models import parse_quantity
+    from gpustack_compiler.language.units import UnitError
 
     for i, m in enumerate(spec.metrics):
         try:
@@ -313,7 +313,7 @@ def _thresholds(spec: ProtocolFile, metrics: dict[str, Metric], fail, units) -> 
 
 def _register_schema() -> None:
     # The compiler owns `gpustack schema` but may not import the engine: the engine registers its file.
-    from gpustack_compiler.schema import SCHEMA_FILES
+    from gpustack_compiler.build.schema import SCHEMA_FILES
 
     SCHEMA_FILES.setdefault("protocol.schema.json", ProtocolFile)
 

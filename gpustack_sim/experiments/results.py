@@ -140,7 +140,7 @@ class RunResult(_Result):
 
 
 def _register_schema() -> None:
-    from gpustack_compiler.schema import SCHEMA_FILES
+    from gpustack_compiler.build.schema import SCHEMA_FILES
 
     SCHEMA_FILES.setdefault("experiment_artifact.schema.json", Artifact)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.limits import MAX_REPLICATIONS, refuse_over
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_REPLICATIONS, refuse_over
 
 from ..distributed import Backend, chunk_ranges
 from ..distributed.chunks import Progress
@@ -163,7 +163,7 @@ def artifact_text(artifact: Artifact) -> str:
 
 def write_artifact(artifact: Artifact, path: Path) -> bool:
     """Write atomically (temporary file, then rename); True if an identical file was already there."""
-    from gpustack_compiler.atomic import write_text
+    from gpustack_compiler.base.atomic import write_text
 
     return not write_text(path, artifact_text(artifact))
 

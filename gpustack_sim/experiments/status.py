@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 
 from .lock import FreezeResult, freeze, lock_status
 from .protocol import load_protocol
@@ -48,7 +48,7 @@ _WHERE = re.compile(r"^(?P<file>[^:]+):(?P<line>[0-9]+): (?P<message>.*)$")
 def findings(ws: Workspace, units):
     """The protocols' errors as catalog findings (for `gpustack check`): a bad protocol, a frozen protocol
     that was edited. Nothing when there is no experiments folder."""
-    from gpustack_compiler.findings import Findings
+    from gpustack_compiler.base.findings import Findings
 
     out = Findings()
     if not ws.protocols_dir.is_dir():

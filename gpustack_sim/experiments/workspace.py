@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpustack_compiler.errors import InputError
-from gpustack_compiler.suggest import did_you_mean
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.suggest import did_you_mean
 
 from .lock import LockEntry, lock_status, modified_error, read_lock
 from .protocol import Protocol, load_protocol

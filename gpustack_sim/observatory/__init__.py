@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpustack_compiler.errors import GpustackError, InputError
+from gpustack_compiler.base.errors import GpustackError, InputError
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpustack_compiler.atomic import mismatched
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.atomic import mismatched
+from gpustack_compiler.base.errors import InputError
 
 from ..analyses.breakdown import breakdown
 from ..datacenter.results import FOLDER_FILES

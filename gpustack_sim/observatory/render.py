@@ -12,8 +12,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from gpustack_compiler.atomic import write_folder
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.atomic import write_folder
+from gpustack_compiler.base.errors import InputError
 
 from ..experiments.log import conclusion_at
 from . import charts

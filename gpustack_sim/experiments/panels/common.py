@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpustack_compiler.errors import InputError
+from gpustack_compiler.base.errors import InputError
 
 from .base import Capability, PanelContext
 

@@ -41,7 +41,7 @@ class YamlError(Exception):
         self.column = column
 
     def __reduce__(self):
-        # sent back from a forked parser (gpustack_compiler.forked)
+        # sent back from a forked parser (gpustack_compiler.base.forked)
         return YamlError, (self.message, self.line, self.column)
 
 
@@ -117,7 +117,7 @@ MAX_DEPTH = 500
 def _check_depth(text: str) -> None:
     """YamlError when collections nest deeper than MAX_DEPTH. Only a text with more flow openings than that
     can nest deep enough to matter (block nesting needs a level of indentation more per level: the size
-    limits of gpustack_compiler/limits.py keep it to about 2,000), so only such a text pays for walking the
+    limits of gpustack_compiler/base/limits.py keep it to about 2,000), so only such a text pays for walking the
     parser's events, which keep their stack on the heap."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import models as m
+from gpustack_compiler.language import models as m
 
 SCHEMA_FILES: dict[str, type[m.Strict]] = {
     "system.schema.json": m.SystemFile,

@@ -6,12 +6,12 @@ import sympy
 
 from .bindings import binding_tables
 from .catalog import Catalog, RelEntry
-from .expressions import ExprError
-from .forked import can_fork, fork_map
-from .graph import CatalogGraph, RelationEdges
-from .kinds import CONSTRAINT, KEYED, kind_of
-from .manifest import SCHEMA_VERSION
-from .symbolic import SymbolicCache, SymbolTable
+from gpustack_compiler.language.expressions import ExprError
+from gpustack_compiler.base.forked import can_fork, fork_map
+from gpustack_compiler.manifest.graph import CatalogGraph, RelationEdges
+from gpustack_compiler.language.kinds import CONSTRAINT, KEYED, kind_of
+from gpustack_compiler.manifest.serialise import SCHEMA_VERSION
+from gpustack_compiler.language.symbolic import SymbolicCache, SymbolTable
 
 
 class RelationBuildError(Exception):
@@ -165,7 +165,7 @@ def build_manifest(cat: Catalog, graph: CatalogGraph, catalog_hash: str, cache: 
         "variant_keys": sorted({r["variant"] for r in relations.values() if kind_of(r).role == KEYED}),
         "bindings": binding_tables(cat),
     }
-    from .stats import compute_stats  # stats reads the manifest it is part of
+    from gpustack_compiler.manifest.stats import compute_stats  # stats reads the manifest it is part of
 
     manifest["stats"] = compute_stats(manifest, graph)
     return manifest

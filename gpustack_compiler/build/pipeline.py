@@ -12,15 +12,15 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import manifest as mf
-from .atomic import write_text
-from .errors import InputError
-from .fileset import content_hash
-from .findings import Findings, Level
+from gpustack_compiler.manifest import serialise as mf
+from gpustack_compiler.base.atomic import write_text
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.fileset import content_hash
+from gpustack_compiler.base.findings import Findings, Level
 
 if TYPE_CHECKING:
     from .catalog import Catalog
-    from .graph import CatalogGraph
+    from gpustack_compiler.manifest.graph import CatalogGraph
 
 GENERATOR = "gpustack-compiler 0.1.0"
 
@@ -44,14 +44,14 @@ class Result:
 
 
 def catalog_graph(cat: Catalog) -> CatalogGraph:
-    from .graph import CatalogGraph
+    from gpustack_compiler.manifest.graph import CatalogGraph
     from .manifest_build import relation_edges
 
     return CatalogGraph(cat.variables, cat.constants, relation_edges(cat))
 
 
 def check_graph(cat: Catalog, graph: CatalogGraph) -> None:
-    from .kinds import EXACT, KEYED
+    from gpustack_compiler.language.kinds import EXACT, KEYED
 
     f = cat.findings
     for cycle in graph.cycles():
@@ -126,7 +126,7 @@ def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cac
         check_graph(cat, graph)
         if not cat.findings.errors:
             from .manifest_build import RelationBuildError, build_manifest
-            from .symbolic import SymbolicCache
+            from gpustack_compiler.language.symbolic import SymbolicCache
 
             sym_cache = SymbolicCache(cache / "symbolic.json" if cache else None)
             try:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CatalogError
-from .manifest import SCHEMA_VERSION
+from gpustack_compiler.base.errors import CatalogError
+from .serialise import SCHEMA_VERSION
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The Browser's GraSS style (`gpustack.grass`), generated from the catalog's systems by
-`python -m gpustack_compiler.neo4j.browser.style`: variables coloured by system (`:Sys_<system>`),
+`python -m gpustack_compiler.neo4j.server.browser.style`: variables coloured by system (`:Sys_<system>`),
 captioned by short name, sized by root debt (`:Debt1`, `:Debt10`, `:Debt100`), roots ringed in red,
 constants and the other node kinds their own colours.
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...yaml_lines import load
-from ..load import DEBT_STEPS
+from gpustack_compiler.base.yaml_lines import load
+from ...load import DEBT_STEPS
 from .guide import STYLE
 
-SYSTEMS = Path(__file__).resolve().parents[3] / "catalog" / "systems.yaml"
+SYSTEMS = Path(__file__).resolve().parents[4] / "catalog" / "systems.yaml"
 
 # Kelly's colours of maximum contrast (K. L. Kelly, "Twenty-two colors of maximum contrast", Color
 # Engineering 3(6), 1965), less white and black; more systems than colours reuse them in order.

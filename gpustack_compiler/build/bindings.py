@@ -7,10 +7,10 @@ Run-file field paths are checked by the engine, which owns the run-file model.
 
 from __future__ import annotations
 
-from . import models as m
+from gpustack_compiler.language import models as m
 from .catalog import Catalog, ValueProblem, check_refs, checked_quantity, unknown_variable
-from .suggest import with_suggestion
-from .yaml_lines import LinedDict, LinedList, line_at
+from gpustack_compiler.base.suggest import with_suggestion
+from gpustack_compiler.base.yaml_lines import LinedDict, LinedList, line_at
 
 
 class _Checker:

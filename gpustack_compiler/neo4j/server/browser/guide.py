@@ -1,5 +1,5 @@
 """Neo4j Browser files: a GraSS style (`gpustack.grass`) and a guide whose slides are the Cypher cookbook's
-queries (`guide.html`, generated from docs/cypher.md by `python -m gpustack_compiler.neo4j.browser.guide`),
+queries (`guide.html`, generated from docs/cypher.md by `python -m gpustack_compiler.neo4j.server.browser.guide`),
 each runnable with one click (Browser's `runnable` code blocks)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 GUIDE = HERE / "guide.html"
 STYLE = HERE / "gpustack.grass"
-COOKBOOK = HERE.parent.parent.parent / "docs" / "cypher.md"
+COOKBOOK = HERE.parents[3] / "docs" / "cypher.md"
 
 
 def cookbook_queries(markdown: str) -> list[tuple[str, str, str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .graph import CatalogGraph
-from .models import LITERATURE_KINDS, RELATION_KINDS
+from gpustack_compiler.language.models import LITERATURE_KINDS, RELATION_KINDS
 
 DATASHEET_KINDS = LITERATURE_KINDS | {"datasheet"}
 

@@ -152,7 +152,7 @@ class Stochastic(_RelationBase):
         "exponential: rate (per unit of the variable)."))]
 
 
-# Each kind's rules (beyond this syntax) live in its module under gpustack_compiler/kinds/.
+# Each kind's rules (beyond this syntax) live in its module under gpustack_compiler/language/kinds/.
 _RELATION_MODELS = (Identity, Variant, Approximation, Piecewise, Iterative, Differential, Stochastic, Constraint)
 Relation = Annotated[Union[_RELATION_MODELS], Field(discriminator="kind")]
 RELATION_KINDS = tuple(get_args(model.model_fields["kind"].annotation)[0] for model in _RELATION_MODELS)

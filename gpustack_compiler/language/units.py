@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .suggest import did_you_mean
+from gpustack_compiler.base.suggest import did_you_mean
 
 MAX_UNIT_TEXT = 200
 # Physical units carry small powers (m**3, s**-2); a larger one is a typo or an attack (m**1e400).

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import sympy
 
-from ..errors import ResolveError
+from gpustack_compiler.base.errors import ResolveError
 
 if TYPE_CHECKING:
     from .distributions import RandomValue
