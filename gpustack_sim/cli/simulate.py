@@ -66,6 +66,7 @@ def simulate_cmd(ctx: typer.Context,
             f"  {p['field']:<28} {fmt(p['value'], None, p['units'])}  <- {p['variable']} ({p['trace']})"
             for p in data["parameters"]]
     if out_dir is not None:
+        # result.json holds what --json prints (a non-finite number as null)
         result.write_folder(out_dir, json.loads(json_text(data)), power_resolution)
         lines.append(f"wrote {out_dir}/result.json, events.parquet, power.parquet, timeline.png")
     out(data, "\n".join(lines), as_json)
