@@ -17,7 +17,7 @@ from cli_process import median_wall
 from gpustack_compiler.build import pipeline
 from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import Engine
-from gpustack_sim.engine.run import load_run
+from gpustack_sim.engine.run_file import load_run
 from gpustack_sim.analyses.sweep import parse_grid
 from gpustack_sim.analyses.estimate import fitted_distributions
 from gpustack_sim.analyses.uncertainty import MonteCarlo

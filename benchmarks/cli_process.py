@@ -40,3 +40,16 @@ def wall_and_peak(args: list[str]) -> tuple[float, float]:
     if proc.returncode != 0:
         raise SystemExit(f"gpustack {' '.join(args)} failed (exit {proc.returncode}):\n{proc.stderr.read()}")
     return wall, usage.ru_maxrss / 1024
+
+
+def wall_and_cpu(args: list[str]) -> tuple[float, float]:
+    """Wall time and CPU seconds (user + system) of `gpustack ARGS` as a fresh process."""
+    import resource
+
+    def children() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    before = children()
+    wall, _ = run_cli(args)
+    return wall, children() - before

@@ -17,31 +17,33 @@ from typing import TYPE_CHECKING
 
 from gpustack_compiler.build import pipeline
 from gpustack_compiler.base.errors import InputError
-from gpustack_compiler.manifest.records import Tables, VariableRecord, read_manifest
+from gpustack_compiler.manifest.records import VariableRecord, read_manifest
 from gpustack_compiler.manifest.source import GraphSource, ManifestSource
 from gpustack_compiler.base.suggest import did_you_mean
-from gpustack_compiler.language.units import UnitSystem
 
 from .compiled import REPO_CATALOG, compile_catalog, default_catalog  # noqa: F401  (part of the API)
 from .distributed import Backend
 from .distributed.chunks import Progress
 from .engine.cache import ParsedRelations, cache_file
-from .engine.facts import Facts
-from .engine.resolver import Resolution, Resolver
-from .engine.run import RunSpec, load_run
+from .engine.context import EngineContext
+from .engine.resolver import Resolution
+from .engine.run import RunSpec
+from .engine.run_file import load_run
 from .engine.serve_run import ServeRunSpec
-from .engine.scenario import Scenario, ScenarioBuilder
+from .engine.scenario import Scenario
 
 if TYPE_CHECKING:
     from distributed import Client
 
     from .analyses.calibrate import Calibration
+    from .analyses.diff import CatalogDiff
     from .analyses.estimate import Estimate
     from .analyses.sweep import SweepResult
     from .analyses.uncertainty import Distribution, Summary
     from .analyses.validate import Validation
     from .datacenter import JobParameters, SimulationResult
     from .datacenter.policies import Policy
+    from .power import CapResponse
 
 OBSERVATIONS = Path("data") / "observations"
 
@@ -56,13 +58,14 @@ class Engine:
     a scenario builder and a resolver."""
 
     def __init__(self, source: GraphSource, parsed: ParsedRelations | None = None):
-        self.source = source
-        self.tables = Tables.parse(source.tables())
-        self.units = UnitSystem.from_manifest(self.tables.units)
-        self.facts = Facts(self.tables)
-        self.scenarios = ScenarioBuilder(source, self.tables, self.units)
         self.parsed = parsed if parsed is not None else ParsedRelations()
-        self.resolver = Resolver(source, self.units, self.parsed)
+        self.context = EngineContext.over(source, self.parsed)
+        self.source = source
+        self.tables = self.context.tables
+        self.units = self.context.units
+        self.facts = self.context.facts
+        self.scenarios = self.context.scenarios
+        self.resolver = self.context.resolver
 
     # ---- opening ---------------------------------------------------------------------------
     @staticmethod
@@ -129,7 +132,7 @@ class Engine:
 
     def run_scenario(self, run: RunSpec | ServeRunSpec) -> Scenario:
         """The scenario a run file describes, through the catalog's run-field (or serving-field) bindings."""
-        return self.facts.fields_for(run).scenario(self.scenarios, run)
+        return self.context.run_scenario(run)
 
     # ---- analyses --------------------------------------------------------------------------
     def resolve(self, target: str, scenario: Scenario | None = None, *, fallback_on_invalid: bool = False,
@@ -211,7 +214,7 @@ class Engine:
         else:
             items = load_observations(paths) if paths else [
                 i for i in load_observations([default_observations()])
-                if i.obs.split == "calibration" and i.obs.component is None]
+                if i.obs.split == "calibration" and i.obs.component is None and i.obs.learning is None]
             rows, evidence = cal.observation_rows(items, self.scenarios, self.facts, set(self.tables.references))
         return cal.calibrate(self.resolver, self.scenarios, self.facts, rows, evidence)
 
@@ -227,6 +230,19 @@ class Engine:
             i for i in load_observations([default_observations()]) if i.obs.component is not None]
         return cal.component_calibrations(self.resolver, self.scenarios, self.facts, items,
                                           set(self.tables.references))
+
+    def calibrate_learning(self, data: str | Path | Sequence[str | Path] = ()) -> Calibration:
+        """Fit the learning roots (catalog/bindings/calibration_fit.yaml, learning) to the local learning
+        workload's calibration measurements: the given observation files or folders, or every calibration
+        observation with a learning condition in data/observations (nothing is written)."""
+        from .analyses import calibrate as cal
+        from .engine.observation import load_observations
+
+        paths = [Path(data)] if isinstance(data, (str, Path)) else [Path(p) for p in data]
+        items = load_observations(paths) if paths else [
+            i for i in load_observations([default_observations()])
+            if getattr(i.obs, "learning", None) is not None and i.obs.split == "calibration"]
+        return cal.learning_calibration(self.resolver, self.scenarios, self.facts, items, set(self.tables.references))
 
     def simulate(self, run: RunSpec, *, sites: str | Path | None = None, policy: str | Policy = "daly", seed: int = 0,
                  replications: int = 1, days: float | None = None, interval_s: float | None = None,
@@ -248,17 +264,42 @@ class Engine:
                         to_budget=days is None, interval_s=interval_s, backend=Backend(client), progress=progress,
                         layouts=variants)
 
+    @staticmethod
+    def diff(catalog: str | Path, base: str = "HEAD", runs: str | Path | None = None) -> CatalogDiff:
+        """The change from `base` (a git ref) to the work tree, for the catalog folder `catalog` and the run
+        files in `runs` (default: runs/ beside the catalog): entries, cones reached, every run's estimate."""
+        from .analyses.diff import catalog_diff
+
+        return catalog_diff(catalog, base, runs, lambda manifest: Engine(ManifestSource(manifest)))
+
     def job_parameters(self, run: RunSpec) -> tuple[JobParameters, dict[str, Resolution]]:
         """What the virtual datacenter takes from the catalog for `run`, and the resolution of each."""
         from .datacenter.from_engine import job_parameters
 
-        return job_parameters(self, run)
+        return job_parameters(self.context, run)
+
+    def power_under_cap(self, scenario: Scenario, cap_w: float) -> CapResponse:
+        """Clock, board power and throughput of compute-bound and memory-bound phases with the board capped
+        at `cap_w` watts, from the catalog's physics (catalog/gpu/power_cap.yaml; docs/power.md)."""
+        from .power import power_under_cap
+
+        return power_under_cap(self.resolver, self.scenarios, scenario, cap_w)
 
     def scenario_report(self, preset: str, targets: Mapping[str, str] | None = None) -> dict:
         """A preset's advertised targets (plus `targets`, label -> variable) resolved from it alone."""
         from .analyses.presets import report
 
         return report(self.resolver, self.scenarios, preset, targets or {})
+
+    def validate_learning(self, sources: str | Path | Sequence[str | Path] = (), *, samples: int = 200,
+                          seed: int = 0) -> Validation:
+        """Score the learning calibration (calibration_learning) on held-out local learning conditions: the
+        given evaluation observations, or every one with a learning condition in data/observations."""
+        from .analyses.validate import validate_learning
+
+        paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(p) for p in sources]
+        return validate_learning(self.resolver, self.scenarios, self.facts, paths, samples=samples, seed=seed,
+                                 default_dir=default_observations(), references=set(self.tables.references))
 
     def validate(self, sources: str | Path | Sequence[str | Path] = (), *, presets: Sequence[str] = (),
                  assign: Mapping[str, object] | None = None, samples: int = 2000, seed: int = 0,

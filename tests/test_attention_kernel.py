@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpustack_sim import Engine
-from gpustack_sim.engine.run import load_run
+from gpustack_sim.engine.run_file import load_run
 from helpers import REPO
 
 H100 = ["gpu_h100_sxm", "precision_bf16_mixed", "megatron_lm_software", "estimate_defaults", "calibration_h100"]

@@ -252,3 +252,18 @@ def test_engine_simulate_takes_layouts_from_run_files(engine):
     pp8 = engine.job_parameters(other)[0]
     assert pp8.step_time_s != switched.parameters.step_time_s
     assert restart[0]["duration_ns"] == to_ns(pp8.reinit_s) + to_ns(pp8.checkpoint_load_s)
+
+
+def test_band_energy_is_the_variance_of_the_oscillations_inside_the_band():
+    from gpustack_sim.datacenter.spectrum import band_energy
+
+    t = np.arange(0, 3600, 0.1)
+    inside, below, above = 50 * np.sin(2 * np.pi * 0.5 * t), 80 * np.sin(2 * np.pi * 0.02 * t), 30 * np.sin(
+        2 * np.pi * 3.0 * t)
+    # A sine of amplitude A carries A^2 / 2 of variance, all at its frequency.
+    assert band_energy(1000 + inside + below + above, 0.1, (0.1, 2.0), 600.0) == pytest.approx(50 ** 2 / 2, rel=1e-3)
+    assert band_energy(1000 + below + above, 0.1, (0.1, 2.0), 600.0) < 1e-3
+    with pytest.raises(InputError, match="Nyquist"):
+        band_energy(1000 + inside, 0.5, (0.1, 2.0), 600.0)
+    with pytest.raises(InputError, match="undefined"):
+        band_energy(np.array([1.0, np.nan] * 5000), 0.1, (0.1, 2.0), 600.0)

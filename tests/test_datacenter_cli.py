@@ -41,6 +41,25 @@ def test_simulate_writes_result_log_and_timeline(tmp_path):
     assert set(power["site"]) == {"east", "west"} and max(power["width_s"]) == 3600.0
 
 
+def test_the_readme_run_counts_every_phase_of_its_power(tmp_path):
+    """The summary names what stays out of the energy, and no phase is among it: the power series is
+    defined in every bin, recovery included."""
+    out = tmp_path / "out"
+    proc = gpustack("simulate", str(README_RUN), "--replications", "2", "--seed", "1", "--json", "--out", str(out),
+                    "--power-resolution", "600")
+    assert proc.returncode == 0, proc.stderr
+    excluded = json.loads(proc.stdout)["excluded"]
+    assert not [e for e in excluded if "no catalog node power" in e]
+    assert any("serialises and writes checkpoint shards" in e for e in excluded)
+    import math
+
+    import pyarrow.parquet as pq
+
+    power = pq.read_table(out / "power.parquet").to_pydict()
+    assert "recovery_w" in power
+    assert not any(math.isnan(v) for col in power if col.endswith("_w") for v in power[col])
+
+
 def _bad_sites(tmp_path: Path, old: str, new: str) -> Path:
     path = tmp_path / "sites.yaml"
     path.write_text(EXAMPLE_SITES.read_text().replace(old, new, 1))

@@ -57,8 +57,8 @@ def test_power_series_integrates_to_the_energy_per_site_and_is_undefined_without
         series = result.power_series(site, 300.0)
         assert series.energy_j() == pytest.approx(result.energy_by_site_j[site].mean, rel=1e-12)
         total += series.energy_j()
-        # The catalog gives no checkpoint or idle node power: undefined (NaN) exactly where they ran.
-        assert series.undefined == ("checkpoint", "idle")
+        # This job has no node power outside the steps: undefined (NaN) exactly where those phases ran.
+        assert series.undefined == ("checkpoint", "recovery")
         for ph in series.undefined:
             assert np.array_equal(np.isnan(series.power_w[ph]), series.node_s[ph] > 0)
         assert np.isnan(series.total_w).any() and not np.isnan(series.power_w["compute"]).any()
@@ -183,8 +183,34 @@ def test_a_migration_moves_nodes_over_the_wan_and_they_idle_until_the_state_arri
     west = result.power_series("west", 60.0)
     assert west.node_s["idle"].sum() == pytest.approx(32 * transfer / 1e9)
     assert np.isnan(west.total_w[0]) and "idle" in west.undefined
+    powered = simulate(job(0.0, nodes=64, gpus=512, node_power_idle_w=3000.0), sites=sites,
+                       policy=Once([Migrate("east", "west", 32)])).power_series("west", 60.0)
+    assert "idle" not in powered.undefined and powered.power_w["idle"][0] == pytest.approx(
+        3000.0 * 32 * transfer / 1e9 / 60.0)
     with pytest.raises(InputError, match="needs a positive count and a link"):
         simulate(params, sites=sites, policy=Once([Migrate("east", "east", 4)]))
+
+
+def test_every_phase_with_a_node_power_makes_a_defined_series_whose_energy_counts_it(catalog_units):
+    """Checkpoint snapshots, recoveries and steps each at their node power: no NaN, nothing excluded for
+    want of a phase power, and the energy is the series' integral, phase by phase."""
+    sites = load_sites(REPO / "sites" / "example_two_sites.yaml", catalog_units)
+    powers = {"node_power_checkpoint_w": 3000.0, "node_power_idle_w": 3000.0, "node_power_recovery_w": 2500.0}
+    params = job(1.0, nodes=128, gpus=1024, **powers)
+    result = simulate(params, sites=sites, seed=2, replications=1, policy="fixed", interval_s=1200.0)
+    assert not any("no catalog node power" in e for e in result.excluded)
+    assert any("serialises and writes checkpoint shards" in e for e in result.excluded)
+    series = result.power_series("east", 60.0)
+    assert series.undefined == () and not np.isnan(series.total_w).any()
+    assert series.energy_j() == pytest.approx(result.energy_by_site_j["east"].mean, rel=1e-12)
+    for phase, watts in (("checkpoint", 3000.0), ("recovery", 2500.0), ("compute", 8000.0)):
+        ran = series.node_s[phase] > 0
+        assert ran.any(), phase
+        # mean power in a bin = node power x the node-seconds the phase took in it / the bin's width
+        assert np.allclose(series.power_w[phase][ran], watts * series.node_s[phase][ran] / series.width_s[ran])
+    # the checkpoint dips: a bin wholly inside a snapshot draws the waiting power, not the step power
+    full = series.node_s["checkpoint"] == series.node_s["checkpoint"].max()
+    assert series.total_w[full].max() < 8000.0 * 64
 
 
 def test_a_layout_switch_restarts_from_the_checkpoint_with_the_new_layout():
@@ -224,3 +250,29 @@ def test_a_policy_sees_sites_caps_and_layout_but_no_signal_ahead(tmp_path, catal
     assert first.site_nodes == (("east", 16),) and first.power_caps_w == (("east", 250e3),) and first.layout is None
     assert {obs.site_nodes for obs in policy.seen} >= {(("east", 16),)}
     assert all(f.name not in ("signals", "limits") for f in dataclasses.fields(first))
+
+
+def test_the_power_series_between_breaks_matches_the_closed_form_at_every_bin_edge():
+    """Single-site runs are interpolated between checkpoint snapshots' starts and ends; the phases' closed
+    form evaluated at every bin edge (windows starting inside a snapshot included) gives the same."""
+    from gpustack_sim.datacenter.power import _cumulative
+
+    powers = {"node_power_checkpoint_w": 3000.0, "node_power_idle_w": 3000.0, "node_power_recovery_w": 2500.0}
+    result = simulate(job(1.0, checkpoint_blocking_s=7.3, **powers), seed=3, replications=1, policy="fixed",
+                      interval_s=600.0)
+    assert result.figures["interruptions"].mean >= 1
+    for window in ((0.0, 30000.0), (1201.0, 9000.0), (1203.5, 1207.0)):
+        series = result.power_series("site", 0.7, window)
+        edges = np.round(np.append(series.start_s, window[1]) * 1e9).astype(np.int64)
+        exact = np.zeros((len(edges) - 1, 5))
+        for piece in result.pieces[0]:
+            nodes = dict(piece.site_nodes).get("site", 0)
+            inside = (edges > piece.t0) & (edges < piece.t1)
+            lo, hi = max(int(np.argmax(inside)) - 1, 0), len(edges) - int(np.argmax(inside[::-1]))
+            if not inside.any() or piece.t0 >= edges[-1]:
+                continue
+            at = np.clip(edges[lo:hi + 1], piece.t0, piece.t1)
+            exact[lo:hi] += np.diff(np.array([_cumulative(piece, int(t)) for t in at], dtype=float),
+                                    axis=0) * nodes / 1e9
+        for k, ph in enumerate(("compute", "communication", "checkpoint", "idle", "recovery")):
+            assert np.allclose(series.node_s[ph], exact[:, k], rtol=0, atol=1e-6), (window, ph)

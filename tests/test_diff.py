@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpustack_compiler.base.errors import InputError
-from gpustack_sim.analyses.diff import catalog_diff
+from gpustack_sim import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 ADDED = """\
@@ -60,7 +60,7 @@ def repo(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def diff(repo):
-    return catalog_diff(repo / "catalog", "main")
+    return Engine.diff(repo / "catalog", "main")
 
 
 def test_entries_added_and_changed(diff):
@@ -140,4 +140,4 @@ def test_cli(repo):
 def test_not_a_repository(tmp_path):
     shutil.copytree(ROOT / "catalog" / "presets", tmp_path / "catalog")
     with pytest.raises(InputError, match="git"):
-        catalog_diff(tmp_path / "catalog")
+        Engine.diff(tmp_path / "catalog")

@@ -580,7 +580,7 @@ def test_a_copied_run_is_validated_like_a_file() -> None:
     # docs/api.md built a 512-GPU layout inside a 1,024-GPU run: model_copy skips validation
     from pydantic import ValidationError
 
-    from gpustack_sim.engine.run import load_training_run
+    from gpustack_sim.engine.run_file import load_training_run
 
     run = load_training_run(RUN)
     with pytest.raises(ValidationError, match="tp\\*pp\\*dp\\*cp = 512 but gpus = 1024"):

@@ -53,7 +53,7 @@ def _estimates(resolvers, run_file: str, samples: int) -> tuple[dict, dict]:
 
     from gpustack_sim.analyses.estimate import estimate, serve_estimate
     from gpustack_sim.engine.facts import Facts
-    from gpustack_sim.engine.run import load_run
+    from gpustack_sim.engine.run_file import load_run
     from gpustack_sim.engine.serve_run import ServeRunSpec
 
     neo, mem, scenarios = resolvers

@@ -121,6 +121,16 @@ def test_cli_resolve_and_violation_exit_code(gpustack_cli, real_build: Path) -> 
     assert malformed.returncode == 2 and malformed.stderr.startswith("Error: --assign")
 
 
+def test_scenario_audit_on_the_real_catalog(gpustack_cli, real_build: Path) -> None:
+    """Every sourced preset resolves the targets it advertises from itself alone."""
+    res = gpustack_cli("--catalog", str(CATALOG), "--build-dir", str(real_build), "scenario", "audit", "--json")
+    data = json.loads(res.stdout)
+    assert data["not_ok"] == [] and res.returncode == 0, [
+        (r["preset"], [t for t in r["targets"] if t["status"] != "ok"]) for r in data["presets"] if r["status"] != "ok"]
+    b200 = next(r for r in data["presets"] if r["preset"] == "gpu_b200")
+    assert {t["label"] for t in b200["targets"] if t["status"] == "ok"} >= {"l2_bandwidth", "peak_bf16_dense"}
+
+
 def test_scenario_report(gpustack_cli, real_build: Path) -> None:
     res = gpustack_cli("--catalog", str(CATALOG), "--build-dir", str(real_build), "scenario", "report", FIXTURE, "--json",
               "--target", "pue=thermal.dc.pue", "--fail-on-issues")
@@ -212,6 +222,32 @@ def test_iterative_fixed_point(kinds: Engine) -> None:
     res = kinds.resolve("econ.fixed", assign=["econ.x=2 s", "econ.k=0.5"])
     assert res.value == pytest.approx(4.0, rel=1e-9)
     assert "fixed point after" in res.trace[-1].note
+
+
+def test_unevaluated_iterative_names_what_it_lacks(kinds: Engine) -> None:
+    """A fixed point left symbolic is no answer: the roots it waits on are missing, and it says so."""
+    res = kinds.resolve("econ.fixed", assign=["econ.x=2 s"])
+    assert res.value is None and set(res.missing) == {"econ.k"}
+    assert res.unevaluated == {"econ.fixed": ["econ.k"]}
+    # with its inputs known it converges and nothing stands unevaluated
+    assert kinds.resolve("econ.fixed", assign=["econ.x=2 s", "econ.k=0.5"]).unevaluated == {}
+
+
+def test_cli_unevaluated_iterative_exits_1(gpustack_cli, real_build: Path) -> None:
+    """The junction temperature's fixed point with its thermal roots left out: listed, exit 1."""
+    variants = ["gpu.transistor_count=datasheet", "physical.mosfet.i_off=spec", "gpu.power.board_overhead=calibrated",
+                "mem.hbm.refresh_overhead_factor=calibrated", "mem.hbm.energy_per_bit=calibrated",
+                "gpu.energy_per_flop=calibrated", "thermal.gpu.h_cold_plate=calibrated"]
+    args = ["--catalog", str(CATALOG), "--build-dir", str(real_build), "resolve", "thermal.gpu.t_junction",
+            "--preset", "gpu_h100_sxm", *(a for v in variants for a in ("--variant", v))]
+    res = gpustack_cli(*args)
+    assert res.returncode == 1
+    assert "thermal.gpu.t_junction left unevaluated: its relation needs" in res.stdout
+    assert "thermal.coolant.t_supply" in res.stdout and "missing root(s)" in res.stdout
+    assert "could not be evaluated: thermal.gpu.t_junction" in res.stderr
+    data = json.loads(gpustack_cli(*args, "--json").stdout)
+    assert "thermal.leakage.vth" in data["unevaluated"]["thermal.gpu.t_junction"]
+    assert "thermal.leakage.vth" in data["missing"]
 
 
 def test_differential_rk4(kinds: Engine) -> None:

@@ -68,7 +68,7 @@ def test_same_seed_same_bytes(gpustack_cli, real_build: Path) -> None:
 def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real_engine: Engine) -> None:
     # A run's scenario selects definitions by mode (dense, gqa, ...): sampling must keep them.
     from gpustack_sim.analyses.estimate import fitted_distributions
-    from gpustack_sim.engine.run import load_run
+    from gpustack_sim.engine.run_file import load_run
 
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
     scenario = real_engine.run_scenario(run)
@@ -85,7 +85,7 @@ def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real_engine: Engin
 def test_staged_compilation_matches_one_expression(real_engine: Engine) -> None:
     # Cutting large symbolic values into stages changes how the function is built, not what it computes.
     from gpustack_sim.analyses.estimate import fitted_distributions
-    from gpustack_sim.engine.run import load_run
+    from gpustack_sim.engine.run_file import load_run
     from gpustack_sim.analyses.uncertainty import vectorize_resolution
 
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")

@@ -144,6 +144,7 @@ def _calibration_fit(c: _Checker) -> None:
         c.refs(("held", i), h.references, f"held value {h.variable}")
     c.unique(roots + [(("held", i, "variable"), h.variable) for i, h in enumerate(spec.held)],
              "fitted or held root")
+    _learning_fit(c, spec.learning)
     comp = spec.components
     if comp is None:
         return
@@ -168,6 +169,24 @@ def _calibration_fit(c: _Checker) -> None:
             c.refs(loc, h.references, f"held value {h.variable}")
         c.unique([(("components", "generations", i, "held", j, "variable"), h.variable)
                   for j, h in enumerate(g.held)], "held root")
+
+
+def _learning_fit(c: _Checker, spec: m.LearningFit | None) -> None:
+    if spec is None:
+        return
+    c.name(("learning", "target"), spec.target)
+    c.unique([(("learning", "parameters", i, "key"), p.key) for i, p in enumerate(spec.parameters)],
+             "learning parameter")
+    roots = [(("learning", "parameters", j, "roots", i), root) for j, p in enumerate(spec.parameters)
+             for i, root in enumerate(p.roots)]
+    for loc, root in roots:
+        c.name(loc, root)
+    for i, h in enumerate(spec.held):
+        c.name(("learning", "held", i, "variable"), h.variable)
+        c.value(("learning", "held", i, "value"), h.variable, m.Quantity(value=h.value, units=h.units))
+        c.refs(("learning", "held", i), h.references, f"held value {h.variable}")
+    c.unique(roots + [(("learning", "held", i, "variable"), h.variable) for i, h in enumerate(spec.held)],
+             "learning fitted or held root")
 
 
 def _serve_figures(c: _Checker) -> None:

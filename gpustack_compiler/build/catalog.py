@@ -476,9 +476,6 @@ def load_catalog(root: Path) -> Catalog:
     if cat.units is not None:
         _check_relations(cat)
         _check_presets(cat)
-        from .bindings import check_bindings  # it reads the checked variables, presets and variants
-
-        check_bindings(cat)
     return cat
 
 

@@ -117,9 +117,12 @@ def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cac
         hit = _cached(cache, key, catalog_hash, build_dir if write_manifest else None, need_manifest)
         if hit is not None:
             return hit
+    from .bindings import check_bindings
     from .catalog import load_catalog
 
     cat = load_catalog(catalog_dir)
+    if cat.units is not None:
+        check_bindings(cat)  # it reads the checked variables, presets and variants
     manifest = None
     if cat.units is not None:
         graph = catalog_graph(cat)

@@ -282,6 +282,9 @@ class Fit(Strict):
     mape: float
     max_abs_error: float
     bias: float
+    territory: Annotated[dict[Name, list[float]], Field(default_factory=dict, description=(
+        "Each condition root's [lowest, highest] value (declared units) among the rows fitted to: the territory "
+        "the fit has seen; outside it an estimate that uses the preset abstains."))]
 
 
 class Preset(Strict):
@@ -547,12 +550,24 @@ class ComponentFit(Strict):
     generations: Annotated[list[Generation], Field(min_length=1)]
 
 
+class LearningFit(Strict):
+    """What `gpustack calibrate --learning` fits to the local learning workload's measurements (calibration
+    split): the learning roots of catalog/learning, each parameter on its own, and the roots one small model
+    cannot identify, held at a stated prior."""
+
+    target: Annotated[Name, Field(description="The measured variable the rows predict.")]
+    preset: Annotated[Name, Field(description="The preset the learning fit writes.")]
+    parameters: Annotated[list[FitParameter], Field(min_length=1)]
+    held: list[HeldValue] = Field(default_factory=list)
+
+
 class CalibrationFitFile(Strict):
     """catalog/bindings/calibration_fit.yaml: what `gpustack calibrate` fits and what it holds fixed."""
 
     parameters: Annotated[list[FitParameter], Field(min_length=1, description="In the order they are fitted.")]
     held: list[HeldValue] = Field(default_factory=list)
     components: ComponentFit | None = None
+    learning: LearningFit | None = None
     preset: Annotated[Name, Field(description=(
         "The preset the end-to-end fit writes. A run naming it and a generation's GPU preset takes that "
         "generation's component preset right after it, in every command."))] = "calibration"

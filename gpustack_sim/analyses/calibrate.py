@@ -27,7 +27,7 @@ from ..engine.facts import Facts, Held, Parameter
 from ..engine.observation import Loaded, in_force, require_split
 from ..engine.resolver import ResolveError, Resolver
 from ..engine.run import RunSpec
-from ..engine.scenario import ScenarioBuilder
+from ..engine.scenario import Assigned, Scenario, ScenarioBuilder
 from .measured import Row, check_sources, observation_row, read_rows
 from .scoring import errors
 from .uncertainty import vectorize
@@ -56,14 +56,22 @@ class RowModels:
             if res.missing:
                 raise InputError(f"{row.where} ({row.id}): {row.target} still needs "
                                  f"{', '.join(sorted(res.missing))}", "add them to a preset")
-            exprs.append(res.symbolic if res.value is None else sympy.Float(res.value * self._scale(row.target)))
+            if res.value is None and res.symbolic.free_symbols - {resolver.symbol(r) for r in roots}:
+                # A relation evaluated numerically (a differential's integral) has no closed form in the
+                # fitted roots: the row is resolved afresh at each trial value instead.
+                exprs.append((row.target, scenario))
+            else:
+                exprs.append(res.symbolic if res.value is None else sympy.Float(res.value * self._scale(row.target)))
         if identified_only:
-            present = set().union(*(e.free_symbols for e in exprs))
-            params = tuple(p for p in params if any(resolver.symbol(r) in present for r in p.roots))
+            present = set().union(*(e.free_symbols for e in exprs if isinstance(e, sympy.Basic)))
+            numeric = [_Numeric(resolver, *e, params) for e in exprs if not isinstance(e, sympy.Basic)]
+            params = tuple(p for k, p in enumerate(params) if any(resolver.symbol(r) in present for r in p.roots)
+                           or any(f.moves_with(k) for f in numeric))
         self.params = params
         self.symbols = [sympy.Symbol(p.key, positive=True) for p in params]
         tie = {resolver.symbol(r): s for p, s in zip(params, self.symbols) for r in p.roots}
-        self.functions = [vectorize(self.symbols, e.xreplace(tie)) for e in exprs]
+        self.functions = [vectorize(self.symbols, e.xreplace(tie)) if isinstance(e, sympy.Basic)
+                          else _Numeric(resolver, *e, params) for e in exprs]
 
     def _scale(self, name: str) -> float:
         return self.resolver.variable(name).scale
@@ -71,6 +79,30 @@ class RowModels:
     def predict(self, theta: np.ndarray) -> np.ndarray:
         """Predictions in each row's declared units."""
         return np.array([float(f(*theta)) / self._scale(r.target) for f, r in zip(self.functions, self.rows)])
+
+
+class _Numeric:
+    """A row's figure at trial parameter values (base units), resolved numerically: the fitted roots are
+    assigned and the resolver evaluates the relations, a differential's integral included."""
+
+    def __init__(self, resolver: Resolver, target: str, scenario, params: tuple[Parameter, ...]):
+        self.resolver, self.target, self.scenario, self.params = resolver, target, scenario, params
+
+    def __call__(self, *theta: float) -> float:
+        at = dict(self.scenario.assignments)
+        for p, value in zip(self.params, theta):
+            at.update({r: Assigned(float(value), "fit", f"{p.key} (fitted)") for r in p.roots})
+        res = self.resolver.resolve(self.target, Scenario(at, dict(self.scenario.variants), list(self.scenario.presets),
+                                                          frozenset(), list(self.scenario.modes)))
+        return float("nan") if res.value is None else res.value * self.resolver.variable(self.target).scale
+
+    def moves_with(self, k: int) -> bool:
+        """Whether the figure moves when parameter k moves off its initial value (a root of a relation the
+        row's condition switches off, or multiplies by zero, is not identified by it)."""
+        theta = [p.initial for p in self.params]
+        base = self(*theta)
+        theta[k] = theta[k] * 1.01 + 1e-3 * (self.params[k].high - self.params[k].low)
+        return self(*theta) != base
 
 
 @dataclass
@@ -281,7 +313,8 @@ FOLDER_EVIDENCE = (
 def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, params: tuple[Parameter, ...],
                      held: tuple[Held, ...], name: str = "calibration",
                      declared: dict[str, tuple[float, str]] | None = None,
-                     depends: list[frozenset] | None = None) -> str:
+                     depends: list[frozenset] | None = None,
+                     territory: dict[str, tuple[float, float]] | None = None) -> str:
     """The calibration preset, written by hand so the file is stable byte for byte. `declared`: root ->
     (scale, units) of a root with units, whose fitted value (in base units) is written in its declared unit;
     `depends`: the parameter keys each row depends on, which say whose source a fitted value cites."""
@@ -305,6 +338,8 @@ def calibration_yaml(result, stats: dict, evidence: Evidence, n_rows: int, param
              f"      mape: {stats['mape']:.6g}",
              f"      max_abs_error: {stats['max_abs_error']:.6g}",
              f"      bias: {stats['bias']:.6g}",
+             *(["      territory:"] + [f"        {k}: [{lo:.6g}, {hi:.6g}]" for k, (lo, hi) in sorted(territory.items())]
+               if territory else []),
              "    assignments:"]
     for p in params:
         for root in p.roots:
@@ -390,14 +425,16 @@ def observation_rows(items: list[Loaded], scenarios: ScenarioBuilder, facts: Fac
                           tuple(i.obs.id for i in items), skipped=tuple(i.obs.id for i in superseded))
 
 
-def _calibration(models: RowModels, evidence: Evidence, held: tuple[Held, ...], name: str) -> Calibration:
+def _calibration(models: RowModels, evidence: Evidence, held: tuple[Held, ...], name: str,
+                 territory: dict[str, tuple[float, float]] | None = None) -> Calibration:
     result = fit(models)
     rows = models.rows
     measured = [r.measured for r in rows]
     stats = errors(result.predicted, measured)
     declared = {r: (v.scale, v.units) for p in models.params for r in p.roots
                 for v in [models.resolver.variable(r)] if v.units != "1"}
-    text = calibration_yaml(result, stats, evidence, len(rows), models.params, held, name, declared, result.depends)
+    text = calibration_yaml(result, stats, evidence, len(rows), models.params, held, name, declared, result.depends,
+                            territory)
     table = [{"id": r.id, "run": r.label, "measured": m, "predicted": p, "error": (p - m) / m,
               "low": r.low, "high": r.high, "within_uncertainty": r.low <= p <= r.high}
              for r, m, p in zip(rows, measured, result.predicted)]
@@ -450,3 +487,47 @@ def component_calibrations(resolver: Resolver, scenarios: ScenarioBuilder, facts
                              "catalog/bindings/calibration_fit.yaml, components.parameters")
         out.append(_calibration(models, evidence, gen.held, gen.preset))
     return out
+
+
+def territory(rows: list[Row], scenarios: ScenarioBuilder) -> dict[str, tuple[float, float]]:
+    """Each assigned root's lowest and highest value over the rows, in its declared units."""
+    seen: dict[str, list[float]] = {}
+    for row in rows:
+        for name, value in row.component.assign.items():
+            seen.setdefault(name, []).append(scenarios.quantity(name, value, row.where).value
+                                             / scenarios.variable(name, row.where).scale)
+    if "learning.fault.rollback_rate" in seen and "learning.fault.steps_lost_per_rollback" in seen:
+        # What the model takes from the two: the share of steps lost.
+        seen["learning.fault.lost_share"] = [r * m for r, m in zip(seen["learning.fault.rollback_rate"],
+                                                                  seen["learning.fault.steps_lost_per_rollback"])]
+    return {k: (min(v), max(v)) for k, v in seen.items()}
+
+
+def learning_calibration(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, items: list[Loaded],
+                         references: Collection[str]) -> Calibration:
+    """The learning roots fitted to the local learning workload's calibration measurements (each condition's
+    mean over seeds); inadmissible rows are never fitted to, evaluation rows are refused by id."""
+    from ..engine.observation import admissible
+
+    require_split(items, "calibration", "calibrate")
+    items, superseded = in_force([i for i in items if getattr(i.obs, "learning", None) is not None])
+    items, refused = admissible(items)
+    if not items:
+        raise InputError("no admissible local learning measurements among the calibration observations",
+                         "run `gpustack learn` (docs/learning.md); data/observations/local_learning.yaml")
+    check_sources(items, references)
+    spec = facts.learning_fit
+    rows = [observation_row(i, scenarios, facts.measured_runs) for i in items]
+    refs = Counter(i.obs.source.reference for i in items)
+    files = tuple(sorted({i.file.name for i in items}))
+    description = ("Learning roots of catalog/learning fitted to the local learning workload's calibration",
+                   "measurements listed under fit.observations (a small model on this machine's CPUs; no",
+                   "frontier-scale claim), by damped Gauss-Newton on log(predicted / measured), each parameter",
+                   "on its own; fit.territory is the range of conditions seen, outside which estimates abstain.")
+    evidence = Evidence("local learning measurements", description,
+                        f"gpustack calibrate --learning on data/observations ({', '.join(files)})", most_cited(refs),
+                        files, observations_hash(items), tuple(i.obs.id for i in items),
+                        tuple(i.obs.source.reference for i in items),
+                        tuple(i.obs.id for i in superseded) + tuple(i.obs.id for i in refused))
+    models = RowModels(resolver, scenarios, facts.run_fields, rows, spec.parameters, spec.held, identified_only=True)
+    return _calibration(models, evidence, spec.held, spec.preset, territory(rows, scenarios))

@@ -11,11 +11,15 @@ import io
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpustack_compiler.base.errors import GpustackError, InputError
 from gpustack_compiler.manifest.serialise import graph_of
+
+from ..compiled import compile_catalog
 
 # What is compared per kind of entry: a change to any of these fields is reported with before and after.
 FIELDS = {
@@ -211,13 +215,11 @@ def run_deltas(before_engine, after_engine, before_runs: Path, after_runs: Path)
     return out
 
 
-def catalog_diff(catalog: str | Path, base: str = "HEAD", runs: str | Path | None = None) -> CatalogDiff:
+def catalog_diff(catalog: str | Path, base: str, runs: str | Path | None,
+                 engine_for: Callable[[dict], Any]) -> CatalogDiff:
     """The change from `base` (a git ref) to the work tree, for the catalog folder `catalog` and the run
-    files in `runs` (default: runs/ beside the catalog)."""
-    from gpustack_compiler.manifest.source import ManifestSource
-
-    from ..api import Engine
-
+    files in `runs` (default: runs/ beside the catalog). `engine_for(manifest)` opens an engine over a
+    compiled manifest (the facade lives above this layer: `Engine.diff`)."""
     catalog = Path(catalog).resolve()
     runs_dir = Path(runs).resolve() if runs is not None else catalog.parent / "runs"
     top = _git(catalog, "rev-parse", "--show-toplevel") if catalog.is_dir() else None
@@ -227,18 +229,18 @@ def catalog_diff(catalog: str | Path, base: str = "HEAD", runs: str | Path | Non
     rel_catalog = catalog.relative_to(top_path).as_posix()
     rel_runs = runs_dir.relative_to(top_path).as_posix() if runs_dir.is_relative_to(top_path) else None
     commit = commit_of(top_path, base)
-    after = Engine.compile(catalog, build_dir=None).manifest
+    after = compile_catalog(catalog, None).manifest
     with tempfile.TemporaryDirectory(prefix="gpustack-diff-") as tmp:
         export(top_path, commit, [p for p in (rel_catalog, rel_runs) if p], Path(tmp))
         base_catalog = Path(tmp) / rel_catalog
         if not base_catalog.is_dir():
             raise InputError(f"--base {base}: there is no {rel_catalog}/ at {commit[:12]}")
         try:
-            before = Engine.compile(base_catalog, build_dir=None).manifest
+            before = compile_catalog(base_catalog, None).manifest
         except GpustackError as exc:
             raise InputError(f"--base {base}: the catalog at {commit[:12]} does not compile ({exc})") from None
         changes = entry_changes(before, after)
         blast, reached = blast_radius(changes, before, after)
         base_runs = Path(tmp) / rel_runs if rel_runs else Path(tmp) / "runs"
-        deltas = run_deltas(Engine(ManifestSource(before)), Engine(ManifestSource(after)), base_runs, runs_dir)
+        deltas = run_deltas(engine_for(before), engine_for(after), base_runs, runs_dir)
     return CatalogDiff(base, commit, changes, blast, reached, deltas)

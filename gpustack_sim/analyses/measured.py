@@ -5,6 +5,7 @@ becomes a run). `calibrate` fits to rows; `validate` predicts and scores them.""
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,16 @@ HARDWARE, PRECISION = "hardware", "precision"
 PRESET_JOIN = "+"
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What sets up a measurement made outside a run, as a component benchmark's block does: presets in order,
+    then assignments (a local learning condition has assignments alone)."""
+
+    presets: tuple[str, ...] = ()
+    assign: dict = field(default_factory=dict)
+    variants: dict = field(default_factory=dict)
+
+
 @dataclass
 class Row:
     """One measured figure to predict, in its target variable's declared units."""
@@ -43,7 +54,7 @@ class Row:
     source: str | None = None  # reference key and locator
     assumptions: tuple[str, ...] = ()  # run fields the source does not report
     ids: tuple[str, ...] = field(default=())  # every observation behind the row (replicates are one row)
-    component: Component | None = None  # the benchmark's setup, instead of a run
+    component: Component | Setup | None = None  # the benchmark's or learning condition's setup, instead of a run
 
 
 # ---- observations ----------------------------------------------------------------------------------
@@ -77,10 +88,35 @@ def observation_row(item: Loaded, scenarios: ScenarioBuilder, runs: MeasuredRuns
         return scenarios.quantity(target, f"{value!r} {m.units}", item.where).value / scale
 
     source = f"{obs.source.reference}, {obs.source.locator}"
-    label = item.run.name if item.run is not None else f"{obs.component.generation} component"
+    setup = obs.component
+    if item.run is not None:
+        label = item.run.name
+    elif setup is not None:
+        label = f"{setup.generation} component"
+    else:
+        setup = Setup(assign={**obs.learning.assign, LOST_PER_ROLLBACK: _lost_per_rollback(item)})
+        label = f"learning condition {obs.learning.condition}"
     return Row(obs.id, obs.panel, item.where, label, item.run, target, declared(m.value),
                declared(m.uncertainty.low), declared(m.uncertainty.high), obs.decision, source,
-               tuple(a.field for a in obs.assumptions), (obs.id,), obs.component)
+               tuple(a.field for a in obs.assumptions), (obs.id,), setup)
+
+
+# The condition root a local learning row's curves give (their rollback events), not its config.
+LOST_PER_ROLLBACK = "learning.fault.steps_lost_per_rollback"
+
+
+def _lost_per_rollback(item: Loaded) -> float:
+    """Steps lost per rollback over every seed's curve (0 without rollbacks): what the workload's checkpoint
+    interval made of its rollbacks, as its events counted them."""
+    lost = rollbacks = 0
+    for rel in item.obs.learning.curves:
+        path = item.file.parent / rel
+        try:
+            events = json.loads(path.read_text(encoding="utf-8"))["events"]
+            lost, rollbacks = lost + int(events["lost_steps"]), rollbacks + int(events["rollbacks"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"{item.where}: learning.curves: {rel}: no readable rollback events ({exc})") from None
+    return lost / rollbacks if rollbacks else 0.0
 
 
 # ---- CSV rows --------------------------------------------------------------------------------------

@@ -98,3 +98,41 @@ def sweep_png(result: SweepResult, axes: list[str], path: str | Path) -> None:
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     write_atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", metadata=METADATA), make_dirs=False)
+
+
+
+def learning_png(conditions: list, title: str, path: str | Path, top: float = 3.5) -> None:
+    """Held-out loss against tokens and against FLOPs, one line per condition (`MeasuredCondition`s: the mean
+    over seeds, the seeds' range shaded); evaluation conditions dashed, inadmissible ones grey. The loss axis
+    stops at `top`, where the differences between conditions are (every curve starts near ln 256 = 5.5 and a
+    corruption spike goes far higher). The title says what the curves are calibrated on: a local small model,
+    not a frontier-scale run."""
+    import matplotlib
+    import numpy as np
+
+    fig = _figure(7)
+    by_tokens, by_flops = fig.subplots(1, 2, sharey=True)
+    cmap = matplotlib.colormaps["tab20"]
+    lowest = top
+    for i, cond in enumerate(conditions):
+        n = min(len(c.series["loss"]) for c in cond.curves)
+        loss = np.array([c.series["loss"][:n] for c in cond.curves])
+        lowest = min(lowest, float(np.nanmin(loss)))
+        color = "0.6" if cond.inadmissible else cmap((2 * i) % 20 + (i // 10) % 2)  # ten hues, then their tints
+        style = "--" if cond.split == "evaluation" else "-"
+        label = (cond.condition + (" (held out)" if cond.split == "evaluation" else "")
+                 + (" (inadmissible)" if cond.inadmissible else ""))
+        for ax, name in ((by_tokens, "tokens"), (by_flops, "flops")):
+            x = np.array(cond.curves[0].series[name][:n])
+            ax.plot(x, loss.mean(0), style, color=color, lw=1.2, label=label if ax is by_tokens else None)
+            ax.fill_between(x, loss.min(0), loss.max(0), color=color, alpha=0.12, lw=0)
+    for ax, what in ((by_tokens, "tokens processed by all replicas (wasted work included)"),
+                     (by_flops, "training FLOPs (6N + attention + head per token)")):
+        ax.set_xlabel(what, fontsize=8)
+        ax.grid(alpha=0.3)
+    by_tokens.set_ylim(lowest - 0.05, top)
+    by_tokens.set_ylabel(f"held-out loss (nat/token; axis cut at {top:g}, curves start near 5.5)", fontsize=8)
+    fig.legend(loc="lower center", ncol=4, fontsize=7, frameon=False)
+    fig.suptitle(textwrap.fill(title, 130), fontsize=8)
+    fig.tight_layout(rect=(0, 0.17, 1, 1))
+    write_atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", metadata=METADATA), make_dirs=False)

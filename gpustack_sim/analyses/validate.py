@@ -63,7 +63,8 @@ def gather(scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], de
         if default_dir is None or not default_dir.is_dir():
             raise InputError("no observations given and no data/observations folder found",
                              "pass observation files or folders, or a CSV")
-        items = [i for i in load_observations([default_dir]) if i.obs.split == "evaluation"]
+        # Local learning conditions are scored by the learning model's own panel, not as training runs.
+        items = [i for i in load_observations([default_dir]) if i.obs.split == "evaluation" and i.obs.learning is None]
     else:
         items = []
     successors = superseded_by(items)
@@ -250,3 +251,109 @@ def plot(result: Validation, path: Path) -> None:
     write_atomic(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=100, metadata={"Software": None}),
                  make_dirs=False)
     plt.close(fig)
+
+
+# ---- the learning model on held-out local learning conditions ---------------------------------------------
+
+def learning_items(sources: Sequence[Path], default_dir: Path | None) -> list:
+    """Evaluation observations of the local learning workload: those given, or every one in `default_dir`."""
+    if sources:
+        items = [i for i in load_observations(list(sources)) if i.obs.learning is not None]
+        require_split(items, "evaluation", "validate --learning")
+    else:
+        if default_dir is None or not default_dir.is_dir():
+            raise InputError("no observations given and no data/observations folder found",
+                             "pass local learning observation files")
+        items = [i for i in load_observations([default_dir])
+                 if i.obs.learning is not None and i.obs.split == "evaluation"]
+    if not items:
+        raise InputError("no local learning evaluation observations", "run `gpustack learn` (docs/learning.md)")
+    return items
+
+
+def numeric_band(resolver: Resolver, target: str, scenario, samples: int, seed: int) -> dict[int, float] | None:
+    """Percentiles of `target` with every assignment that carries a spread (a fitted root's sd) drawn from
+    a normal distribution and the model resolved at each draw: the learning loss is an integral without a
+    closed form in its roots, so it is sampled numerically. None when nothing carries a spread."""
+    import numpy as np
+
+    from ..engine.scenario import Assigned, Scenario
+
+    spread = sorted(k for k, a in scenario.assignments.items() if a.sd)
+    if not spread:
+        return None
+    rng = np.random.default_rng(seed)
+    scale = resolver.variable(target).scale
+    values = []
+    for _ in range(samples):
+        at = dict(scenario.assignments)
+        for k in spread:
+            a = at[k]
+            at[k] = Assigned(float(rng.normal(a.value, a.sd)), a.origin, a.given)
+        res = resolver.resolve(target, Scenario(at, dict(scenario.variants), list(scenario.presets)))
+        if res.value is not None and np.isfinite(res.value):
+            values.append(res.value)
+    if not values:
+        return None
+    return {p: float(v) for p, v in zip(PERCENTILES, np.percentile(np.array(values), PERCENTILES))}
+
+
+def validate_learning(resolver: Resolver, scenarios: ScenarioBuilder, facts: Facts, sources: Sequence[Path], *,
+                      samples: int = 200, seed: int = 0, default_dir: Path | None = None,
+                      references: Collection[str] = ()) -> Validation:
+    """Score the learning calibration on held-out local learning conditions (never fitted to): error, bias,
+    rank agreement (the ordering of H among others), interval coverage and decision regret per panel, as
+    `validate` scores training runs. Inadmissible measurements are set aside and counted; a condition
+    outside the calibrated territory is still scored (that is what held out means) and says so."""
+    from ..engine.observation import admissible
+
+    spec = facts.learning_fit
+    preset = scenarios.presets.get(spec.preset)
+    if preset is None:
+        raise InputError(f"no learning calibration: catalog/presets/{spec.preset}.yaml is missing",
+                         "fit it first: gpustack calibrate --learning")
+    items = learning_items(sources, default_dir)
+    successors = superseded_by(items)
+    items, gone = in_force(items)
+    items, refused = admissible(items)
+    check_sources(items, references)
+    leaked = sorted({i.obs.id for i in items} & fitted_ids(scenarios, [spec.preset]))
+    if leaked:
+        raise InputError(f"validate refuses {len(leaked)} observation(s) the learning calibration was fitted to: "
+                         f"{', '.join(leaked[:5])}", "data fitted into the model cannot grade it")
+    seen = (preset.get("fit") or {}).get("territory") or {}
+    scored, table, unresolved = [], [], []
+    for item in items:
+        row = observation_row(item, scenarios, facts.measured_runs)
+        scenario = scenarios.build([spec.preset], row.component.assign, origin=row.where)
+        res = resolver.resolve(row.target, scenario)
+        if res.value is None:
+            unresolved.append({"id": row.id, "panel": row.panel, "where": row.where, "target": row.target,
+                               "decision": row.decision.group if row.decision else None,
+                               "reason": f"{row.target} still needs {', '.join(sorted(res.missing))}"})
+            continue
+        outside = [f"{k} = {v:g} outside the calibrated [{seen[k][0]:g}, {seen[k][1]:g}]"
+                   for k, v in item.obs.learning.assign.items()
+                   if k in seen and not seen[k][0] <= float(v) <= seen[k][1]]
+        band = numeric_band(resolver, row.target, scenario, samples, seed)
+        bounds = {level: (band[lo], band[hi]) for level, (lo, hi) in LEVELS.items()} if band else {}
+        scored.append((row, scoring.Scored(row.panel, row.measured, res.value, bounds)))
+        table.append({"id": row.id, "panel": row.panel, "where": row.where, "run": row.label, "target": row.target,
+                      "units": res.units, "measured": row.measured, "measured_low": row.low,
+                      "measured_high": row.high, "predicted": res.value,
+                      "error": (res.value - row.measured) / row.measured,
+                      **{f"p{p}": (band[p] if band else None) for p in (5, 25, 75, 95)},
+                      "source": row.source, "assumed_fields": list(row.assumptions), "observations": list(row.ids),
+                      "outside_territory": outside})
+    skipped = [{"id": i.obs.id, "panel": i.obs.panel, "where": i.where, "superseded_by": successors[i.obs.id]}
+               for i in gone]
+    unresolved += [{"id": i.obs.id, "panel": i.obs.panel, "where": i.where, "target": i.obs.measures.variable,
+                    "decision": None, "reason": f"inadmissible: {i.obs.inadmissible}"} for i in refused]
+    unresolved.sort(key=lambda u: (u["panel"], u["id"]))
+    names = sorted({r.panel for r, _ in scored} | {u["panel"] for u in unresolved})
+    panels = {panel: _panel(panel, scored, unresolved) for panel in names}
+    overall = None
+    if scored:
+        overall = {"n": len(scored), **scoring.errors([s.predicted for _, s in scored],
+                                                      [s.measured for _, s in scored])}
+    return Validation([str(s) for s in sources], spec.preset, table, unresolved, panels, overall, skipped)

@@ -23,13 +23,20 @@ def calibrate_cmd(ctx: typer.Context,
                                                 "the folder for one calibration_<generation>.yaml per generation)."),
                   components: bool = typer.Option(False, "--components", help="Fit kernel and memory efficiencies "
                                                   "per hardware generation to component benchmarks instead."),
+                  learning: bool = typer.Option(False, "--learning", help="Fit the learning roots to the local "
+                                                "learning workload's measurements instead (calibration split)."),
                   as_json: bool = JsonOpt) -> None:
     """Fit the parameters needing calibration to calibration data and write the calibration preset."""
     if data is not None and sources:
         raise typer.BadParameter("give observation files or --data, not both")
-    if components and data is not None:
-        raise typer.BadParameter("--components fits observation files, not a --data folder")
-    if components:
+    if (components or learning) and data is not None:
+        raise typer.BadParameter("--components and --learning fit observation files, not a --data folder")
+    if components and learning:
+        raise typer.BadParameter("--components and --learning are separate fits: give one")
+    if learning:
+        cal = engine(ctx).calibrate_learning(list(sources or []))
+        cals, targets = [cal], [out_path or settings(ctx).catalog / "presets" / f"{cal.preset}.yaml"]
+    elif components:
         cals = engine(ctx).calibrate_components(list(sources or []))
         folder = out_path or settings(ctx).catalog / "presets"
         targets = [folder / f"{c.preset}.yaml" for c in cals]
@@ -82,20 +89,30 @@ def validate_cmd(ctx: typer.Context,
                  preset: list[str] = typer.Option([], "--preset", help="Preset applied to every row after its own."),
                  assign: list[str] = typer.Option([], "--assign", help="NAME=VALUE for every row, e.g. "
                                                   "link.inter.cable_length='100 m'."),
-                 samples: int = typer.Option(2000, "--samples", min=2, help="Monte Carlo samples per row."),
+                 samples: int = typer.Option(None, "--samples", min=2, help="Monte Carlo samples per row "
+                                             "(default 2000; 200 with --learning, where each draw integrates the "
+                                             "loss trajectory)."),
                  seed: int = seed_option(),
                  plot: Path = typer.Option(None, "--plot", help="Write predicted against measured, with "
                                            "intervals, to this PNG file."),
+                 learning: bool = typer.Option(False, "--learning", help="Score the learning calibration on "
+                                               "held-out local learning conditions instead."),
                  allow_violations: bool = AllowViolationsOpt, as_json: bool = JsonOpt) -> None:
     """Predict held-out measurements with the calibrated model and score them per panel."""
-    result = engine(ctx, allow_violations=allow_violations).validate(list(sources or []), presets=preset,
-                                  assign=pairs(assign, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'"),
-                                  samples=samples, seed=seed)
+    if learning:
+        if preset or assign:
+            raise typer.BadParameter("--learning scores the learning calibration alone: no --preset or --assign")
+        result = engine(ctx).validate_learning(list(sources or []), samples=samples or 200, seed=seed)
+    else:
+        result = engine(ctx, allow_violations=allow_violations).validate(list(sources or []), presets=preset,
+                                      assign=pairs(assign, "--assign", "NAME=VALUE, e.g. gpu.power.total='0.5 kW'"),
+                                      samples=samples or 2000, seed=seed)
     if plot is not None:
         from ..analyses.validate import plot as plot_validation
 
         plot_validation(result, plot)
-    lines = []
+    lines = ["the learning model, calibrated on a local small model (calibration_learning): no frontier-scale "
+             "claim"] if learning else []
     for name, panel in result.panels.items():
         mine = [t for t in result.rows if t["panel"] == name]
         lines.append(f"panel {name}: {panel['n']} scored, {panel['unresolved']} unresolved")
@@ -104,7 +121,8 @@ def validate_cmd(ctx: typer.Context,
         for t in mine:
             band = f"{t['p5']:.4g}..{t['p95']:.4g}" if t["p5"] is not None else "-"
             lines.append(f"  {t['id']:<42}{t['measured']:>10.4g}{t['predicted']:>11.4g}{100 * t['error']:>7.1f}%  "
-                         f"{band} {t['units']}")
+                         f"{band} {t['units']}" + ("  (outside the calibrated territory)"
+                                                   if t.get("outside_territory") else ""))
         if panel["n"]:
             cov = ", ".join(f"{level} {c['covered']}/{c['n']}" for level, c in panel["coverage"].items()) or "n/a"
             lines.append(f"  MAPE {_pct(panel['mape'])}, max |error| {_pct(panel['max_abs_error'])}, bias "

@@ -78,6 +78,7 @@ def schema(ctx: typer.Context,
     from ..datacenter import sites  # noqa: F401
     from ..engine import observation, run, serve_run  # noqa: F401
     from ..experiments import protocol, results  # noqa: F401
+    from ..learning import config  # noqa: F401
 
     catalog_dir(ctx)  # the schemas sit beside it
     directory = settings(ctx).schemas

@@ -33,9 +33,9 @@ def diff_cmd(ctx: typer.Context,
                                         "(annotations on the changed lines) or json."),
              as_json: bool = JsonOpt) -> None:
     """Entries added, removed and changed; the headline targets' cones reached; how every run's estimate moves."""
-    from ..analyses.diff import catalog_diff
+    from ..api import Engine
 
-    result = catalog_diff(settings(ctx).catalog, base, runs)
+    result = Engine.diff(settings(ctx).catalog, base, runs)
     if as_json or fmt is Format.json:
         out(result.to_dict(), "", True)
         return

@@ -93,7 +93,7 @@ def estimate_cmd(ctx: typer.Context,
 def run_with_extras(run_file: Path | None, set_: list[str], preset: list[str], assign: list[str],
                     variant: list[str], mode: list[str]) -> RunSpec | ServeRunSpec:
     """The run file with `--set` overrides, then the extra presets, assignments, variants and modes."""
-    from ..engine.run import load_run
+    from ..engine.run_file import load_run
 
     return load_run(run_file, set_).with_extras(preset, pairs(assign, "--assign"), pairs(variant, "--variant"), mode)
 

@@ -11,8 +11,8 @@ from gpustack_compiler.base.errors import (CatalogError, FindingError, GpustackE
                                      ViolationError)
 
 # Importing a command module registers its commands on the root app.
-from . import (calibration, catalog, diff, estimate, experiment, graph, neo4j, observations,  # noqa: F401
-               observatory, presets, resolve, simulate, sweep)
+from . import (calibration, catalog, diff, estimate, experiment, graph, learn, neo4j,  # noqa: F401
+               observations, observatory, presets, resolve, simulate, sweep)
 from .app import EXIT_FINDINGS, EXIT_INFRA, EXIT_OK, EXIT_USAGE, app, err
 
 PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError)

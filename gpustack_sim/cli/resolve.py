@@ -50,6 +50,8 @@ def resolve(ctx: typer.Context, target: str,
         lines.extend(f"  sampled {k} ~ {v}" for k, v in summary.inputs.items())
     if res.missing:
         lines.append(f"  symbolic in {len(res.missing)} missing root(s): {', '.join(sorted(res.missing))}")
+    for name, roots in res.unevaluated.items():
+        lines.append(f"  {name} left unevaluated: its relation needs {', '.join(roots) or 'numeric inputs'}")
     if missing_families and res.missing:
         lines.append("missing roots by family:")
         for family, info in res.missing_by_family().items():
@@ -66,6 +68,11 @@ def resolve(ctx: typer.Context, target: str,
         lines.append("checks:")
         lines.extend(f"  {c.status:<12} {c.kind:<10} {c.name}: {c.detail}" for c in shown)
     out(data, "\n".join(lines), as_json)
+    if res.unevaluated:
+        # The value stands in a variable that is no root: it is not an answer in the missing roots.
+        if not as_json:
+            err(f"{len(res.unevaluated)} relation(s) could not be evaluated: {', '.join(res.unevaluated)}")
+        raise typer.Exit(1)
     if fail_on_violated and res.violated:
         if not as_json:
             err(f"{len(res.violated)} check(s) violated")

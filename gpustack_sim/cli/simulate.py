@@ -38,7 +38,7 @@ def simulate_cmd(ctx: typer.Context,
                  ) -> None:
     """Replay a training run with failures, checkpoints and recovery; figures with intervals over replications."""
     from ..datacenter.api import horizon_s
-    from ..engine.run import load_training_run
+    from ..engine.run_file import load_training_run
 
     if days is not None and to_budget:
         raise InputError("--days and --to-budget exclude each other")

@@ -9,19 +9,19 @@ from .parameters import (AGGREGATE_CLASSES, BYTES_PER_PARAM_VARIABLE, CATALOG_PA
                          FLEET_CLASS, PARAMS_VARIABLE, JobParameters, failure_classes)
 
 if TYPE_CHECKING:
-    from ..api import Engine
+    from ..engine.context import EngineContext
     from ..engine.run import RunSpec
 
 JOB_FAILURE_RATE = "cluster.rel.job_failure_rate"
 
 
-def job_parameters(engine: Engine, run: RunSpec) -> tuple[JobParameters, dict[str, Resolution]]:
+def job_parameters(context: EngineContext, run: RunSpec) -> tuple[JobParameters, dict[str, Resolution]]:
     """JobParameters for `run` and the resolutions (traces) of every variable it was built from."""
     names = sorted({*CATALOG_PARAMETERS.values(), PARAMS_VARIABLE, BYTES_PER_PARAM_VARIABLE, JOB_FAILURE_RATE,
                     FLEET_CLASS[1], *(v for _, v, _, c in FAILURE_CLASSES for v in (v, c) if v),
                     *(v for v, _, _ in AGGREGATE_CLASSES.values())})
-    names = [n for n in names if engine.resolver.variable(n) is not None]
-    resolved = engine.resolver.resolve_many(names, engine.run_scenario(run))
+    names = [n for n in names if context.resolver.variable(n) is not None]
+    resolved = context.resolver.resolve_many(names, context.run_scenario(run))
     traces = {n: r for n, r in resolved.items() if not isinstance(r, ResolveError) and r.value is not None}
     values = {n: r.value * r.scale for n, r in traces.items()}
     rate = traces.get(JOB_FAILURE_RATE)

@@ -54,6 +54,7 @@ class JobParameters:
     node_power_communication_w: float | None
     node_power_checkpoint_w: float | None
     node_power_idle_w: float | None
+    node_power_recovery_w: float | None
     failure_classes: tuple[FailureClass, ...] = ()
     excluded_failure_classes: tuple[str, ...] = ()
     catalog_wallclock_s: float | None = None
@@ -96,8 +97,6 @@ class JobParameters:
             got[fld] = value
         for fld in COUNT_FIELDS:
             got[fld] = round(got[fld])
-        for fld in UNSOURCED_POWER_FIELDS:
-            got[fld] = None
         got["model_sync_bits"] = values[PARAMS_VARIABLE] * values[BYTES_PER_PARAM_VARIABLE]
         return cls(**got, failure_classes=failure_classes, excluded_failure_classes=excluded_failure_classes)
 
@@ -127,16 +126,18 @@ CATALOG_PARAMETERS: dict[str, str] = {
     # communication inside them alike.
     "node_power_compute_w": "cluster.node.it_power_measured",
     "node_power_communication_w": "cluster.node.it_power_measured",
+    # The phases in which no training kernel runs: the GPUs hold their memory and wait.
+    "node_power_checkpoint_w": "cluster.node.power_checkpoint",
+    "node_power_idle_w": "cluster.node.power_waiting",
+    "node_power_recovery_w": "cluster.node.power_recovery",
     "catalog_wallclock_s": "training.wallclock",
     "catalog_availability": "training.cluster_availability",
 }
 # Weights exchanged at a cross-site synchronisation: every parameter at its training precision.
 PARAMS_VARIABLE = "arch.params.total"
 BYTES_PER_PARAM_VARIABLE = "precision.bytes_per_param"
-# The catalog has no node power while a job blocks on a checkpoint snapshot or waits in recovery:
-# those phases' energy is reported as excluded.
-UNSOURCED_POWER_FIELDS = ("node_power_checkpoint_w", "node_power_idle_w")
-OPTIONAL_FIELDS = frozenset({"node_power_compute_w", "node_power_communication_w", "catalog_wallclock_s",
+OPTIONAL_FIELDS = frozenset({"node_power_compute_w", "node_power_communication_w", "node_power_checkpoint_w",
+                             "node_power_idle_w", "node_power_recovery_w", "catalog_wallclock_s",
                              "catalog_availability", "job_mtbf_s", "job_links", "job_switches"})
 COUNT_FIELDS = ("nodes", "gpus_per_node", "gpus")
 

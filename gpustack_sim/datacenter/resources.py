@@ -6,10 +6,12 @@ is an error, then places flexible ones (a checkpoint drain, a migration) at thei
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpustack_compiler.base.errors import InputError
 
-from .sites import Site, Sites
+if TYPE_CHECKING:
+    from .sites import Site, Sites
 
 
 @dataclass

@@ -124,9 +124,9 @@ class SimulationResult:
 
     def power_series(self, site: str, resolution_s: float, window: tuple[float, float] | None = None,
                      replication: int = 0) -> PowerSeries:
-        """The job's node IT power at `site` by phase (compute, communication, checkpoint, idle) in bins of
-        `resolution_s` over `window` (seconds since the start; default the whole replication), for one of the
-        logged replications. Its integral is the replication's energy at the site; phases without a catalog
+        """The job's node IT power at `site` by phase (compute, communication, checkpoint, idle, recovery) in
+        bins of `resolution_s` over `window` (seconds since the start; default the whole replication), for one
+        of the logged replications. Its integral is the replication's energy at the site; phases without a catalog
         node power are NaN where they run (`PowerSeries.undefined`)."""
         if site not in self.sites:
             raise InputError(f"power series: no site {site!r} (sites: {', '.join(self.sites)})")
@@ -194,6 +194,9 @@ def _excluded(variants: list[JobParameters]) -> tuple[str, ...]:
     unknown = [ph for i, ph in enumerate(PHASES) if any(phase_powers(v)[i] is None for v in variants)]
     out += [f"energy of the {ph} phase: no catalog node power for it (its power series is undefined where it runs)"
             for ph in unknown]
+    if not unknown:
+        out.append("the host's extra draw while it serialises and writes checkpoint shards, and GPU power states "
+                   "below P0 in a long recovery: not modelled (those phases draw the nodes' waiting power)")
     out += ["energy of the fabric switches, storage servers and cooling: not modelled (node IT power only)",
             "node repair: the catalog has no repair time, so failed nodes are not repaired within the run (a "
             "replacement comes from the spares, or after cluster.sched.t_requeue without one)"]

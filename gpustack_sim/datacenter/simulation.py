@@ -39,7 +39,9 @@ from .policies import (ChangeMembership, Intervention, Migrate, Observation, Obs
 from .resources import site_calendars
 from .sites import Placement, sync_hops
 
-PHASES = ("compute", "communication", "checkpoint", "idle")
+# idle: nodes held by the job with nothing to run (a migration's state in flight, a membership change);
+# recovery: the job down after a failure or for a layout switch's restart.
+PHASES = ("compute", "communication", "checkpoint", "idle", "recovery")
 STREAM_FAILURES = 0  # SeedSequence child per purpose, so new purposes never shift the failure streams
 SIGNAL_KINDS = {"grid": EventKind.GRID_SIGNAL, "cooling": EventKind.COOLING_SIGNAL}
 
@@ -47,20 +49,22 @@ SIGNAL_KINDS = {"grid": EventKind.GRID_SIGNAL, "cooling": EventKind.COOLING_SIGN
 def phase_powers(params: JobParameters) -> tuple[float | None, ...]:
     """Node power per phase (PHASES order); None where the catalog gives none."""
     return (params.node_power_compute_w, params.node_power_communication_w, params.node_power_checkpoint_w,
-            params.node_power_idle_w)
+            params.node_power_idle_w, params.node_power_recovery_w)
 
 
 @dataclass(frozen=True)
 class Piece:
     """A stretch of time in which a fixed set of nodes per site does one thing: run the job (`run`, whose
-    phases are found in closed form at any instant) or idle (`run` None). The power series is built from
-    these; `powers` are the node powers per phase of the layout in force."""
+    phases are found in closed form at any instant) or wait in one phase (`run` None: `waiting`, idle or
+    recovery). The power series is built from these; `powers` are the node powers per phase of the layout in
+    force."""
 
     t0: int
     t1: int
     site_nodes: tuple[tuple[str, int], ...]
     run: _Run | None
     powers: tuple[float | None, ...]
+    waiting: str = "idle"
 
 
 @dataclass
@@ -560,11 +564,13 @@ class Replay:
                 self.node_ns[key] = self.node_ns.get(key, 0) + ns * n
 
     def _settle_idle(self, t: int) -> None:
-        """The job is not running: account its nodes as idle from the last settlement to t."""
+        """The job is not running: account its nodes as recovering (the job is down) or idle from the last
+        settlement to t."""
         if t > self.idle_since:
-            self._add_phase("idle", t - self.idle_since)
+            phase = "recovery" if self.down else "idle"
+            self._add_phase(phase, t - self.idle_since)
             if self.logging and self.nodes:
-                self.pieces.append(Piece(self.idle_since, t, self._snapshot(), None, phase_powers(self.p)))
+                self.pieces.append(Piece(self.idle_since, t, self._snapshot(), None, phase_powers(self.p), phase))
         self.idle_since = t
 
     def _settle_incoming(self, ident: int, t: int) -> tuple[str, int]:
@@ -719,7 +725,7 @@ class Replay:
             ns = timing.compute_ns(b) - timing.compute_ns(a)
             useful_ns += ns
             useful_node_ns += ns * lp.nodes
-        busy = sum(ns for (_, phase, _), ns in self.node_ns.items() if phase in ("compute", "communication", "idle"))
+        busy = sum(ns for (_, phase, _), ns in self.node_ns.items() if phase != "checkpoint")
         return Replication(
             wallclock_ns=end, total_steps=self.total, useful_steps=self.pos, attempted_steps=self.attempted,
             lost_steps=self.lost, tokens=int(_Timing(self.p, self.p.nodes, None, 0).tokens(self.pos)),

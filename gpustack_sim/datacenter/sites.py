@@ -18,6 +18,7 @@ from gpustack_compiler.base.errors import InputError
 from gpustack_compiler.base.limits import MAX_SIMULATED_DAYS
 
 from .events import to_ns
+from .resources import signal_calendars
 
 Quantity = str | float
 
@@ -207,8 +208,6 @@ def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
     from gpustack_compiler.language.models import parse_quantity
     from gpustack_compiler.base.documents import field_path, read_mapping, validate
     from gpustack_compiler.base.yaml_lines import line_at
-
-    from .resources import signal_calendars
 
     data = read_mapping(path, "sites file")
     spec = validate(SitesFile, data, str(path))

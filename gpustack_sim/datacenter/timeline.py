@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from .results import SimulationResult
 
 SECONDS_PER_DAY = 86400
-COLORS = {"compute": "tab:blue", "communication": "tab:orange", "checkpoint": "tab:green", "idle": "tab:gray"}
+COLORS = {"compute": "tab:blue", "communication": "tab:orange", "checkpoint": "tab:green", "idle": "tab:gray",
+          "recovery": "tab:red"}
 
 
 def draw_timeline(result: SimulationResult, path: str) -> None:

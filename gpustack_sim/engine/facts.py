@@ -85,6 +85,16 @@ class Generation:
 
 
 @dataclass(frozen=True)
+class LearningFit:
+    """The learning roots fitted to the local learning workload's measurements, and those held at a prior."""
+
+    target: str
+    preset: str
+    parameters: tuple[Parameter, ...]
+    held: tuple[Held, ...]
+
+
+@dataclass(frozen=True)
 class MeasuredRuns:
     """How a CSV row of measured iterations becomes a run."""
 
@@ -190,6 +200,16 @@ class Facts:
         return {g["key"]: Generation(g["key"], tuple(g["gpu_presets"]), g["preset"], g.get("applied", True),
                                      _held(g.get("held", [])))
                 for g in comp.get("generations", [])}
+
+    @cached_property
+    def learning_fit(self) -> LearningFit:
+        t = self._table("calibration_fit").get("learning")
+        if not t:
+            raise CatalogError("catalog/bindings/calibration_fit.yaml has no `learning` section",
+                               "add one naming the learning roots to fit")
+        return LearningFit(t["target"], t["preset"],
+                           tuple(Parameter(p["key"], tuple(p["roots"]), p["initial"], p["low"], p["high"])
+                                 for p in t["parameters"]), _held(t.get("held", [])))
 
     @cached_property
     def held(self) -> tuple[Held, ...]:

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_val
 
 from gpustack_compiler.base.errors import InputError
 
-from .run import RunSpec, load_run
+from .run import RunSpec
+from .run_file import load_run
 from .serve_run import ServeRunSpec
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
@@ -37,9 +38,10 @@ class _Strict(BaseModel):
 class Uncertainty(_Strict):
     """The interval the true value lies in, in the measured value's unit."""
 
-    kind: Annotated[Literal["rounding", "instrument", "reported_range"], Field(description=(
+    kind: Annotated[Literal["rounding", "instrument", "reported_range", "seed_spread"], Field(description=(
         "rounding: the source prints the value to this precision and states no error; instrument: the "
-        "measuring instrument's stated error; reported_range: the source reports a range."))]
+        "measuring instrument's stated error; reported_range: the source reports a range; seed_spread: the "
+        "mean of independent seeds, low and high two standard errors either side."))]
     low: float
     high: float
 
@@ -130,6 +132,42 @@ class Component(_Strict):
         "The benchmark's setup, NAME -> value in declared units or '8192 token'."))
 
 
+class LearningProvenance(_Strict):
+    """What a local learning measurement was made from and on, enough to make it again."""
+
+    config: Annotated[str, Field(min_length=1, description="The learning config, relative to the repository.")]
+    config_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    code_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description=(
+        "SHA-256 over the sources of gpustack_sim/learning/ that trained the model."))]
+    catalog_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="The catalog's content hash.")]
+    corpus: Annotated[str, Field(min_length=1)]
+    corpus_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    machine: Annotated[str, Field(min_length=1, description="Processor, cores and operating system.")]
+    software: Annotated[str, Field(min_length=1, description="Python, JAX and optax versions.")]
+
+
+class LearningSetup(_Strict):
+    """One condition of the local learning workload (`gpustack learn`, gpustack_sim/learning/): the catalog
+    roots that set it (catalog/learning/conditions.yaml), its seeds and each seed's curve. Unlike a
+    component benchmark it may be evaluation data: whole conditions are held out to score the learning model."""
+
+    condition: Annotated[str, Field(pattern=ID_PATTERN)]
+    method: Literal["data_parallel", "local_sgd", "diloco"]
+    assign: Annotated[dict[str, float], Field(description="learning.* roots -> value in declared units.")]
+    seeds: Annotated[list[int], Field(min_length=1)]
+    seed_values: Annotated[list[float], Field(min_length=1, description=(
+        "The measured value of each seed, in the order of `seeds`."))]
+    curves: Annotated[list[str], Field(min_length=1, description=(
+        "Each seed's curve (loss against tokens and FLOPs), content-addressed JSON, relative to this file's folder."))]
+    provenance: LearningProvenance
+
+    @model_validator(mode="after")
+    def _one_per_seed(self) -> "LearningSetup":
+        if not len(self.seeds) == len(self.seed_values) == len(self.curves):
+            raise ValueError("seeds, seed_values and curves give one entry per seed")
+        return self
+
+
 class Observation(_Strict):
     id: Annotated[str, Field(pattern=ID_PATTERN, description="Unique and permanent: a changed value is a new id.")]
     split: Annotated[Literal["calibration", "evaluation"], Field(description=(
@@ -143,10 +181,14 @@ class Observation(_Strict):
         "(schemas/serve_run.schema.json)."))] = None
     run_file: Annotated[str | None, Field(description="Or a run file, relative to this file's folder.")] = None
     component: Annotated[Component | None, Field(description="Or a component benchmark (calibration only).")] = None
+    learning: Annotated[LearningSetup | None, Field(description="Or a condition of the local learning workload.")] = None
     assumptions: list[Assumption] = Field(default_factory=list)
     decision: Decision | None = None
     source: Source
     note: str | None = None
+    inadmissible: Annotated[str | None, Field(min_length=1, description=(
+        "Why the measurement fails its admissibility check (a diverged run, too few seeds, too sparse a "
+        "curve): recorded and locked like any other, never fitted to or scored."))] = None
     supersedes: Annotated[str | None, Field(pattern=ID_PATTERN, description=(
         "The id of an earlier observation this one restates (same split; the earlier one stays, locked, and "
         "is skipped by calibration and validation). One successor per id; the id must be among the "
@@ -154,8 +196,8 @@ class Observation(_Strict):
 
     @model_validator(mode="after")
     def _one_run(self) -> "Observation":
-        if sum(x is not None for x in (self.run, self.run_file, self.component)) != 1:
-            raise ValueError("give exactly one of `run`, `run_file` and `component`")
+        if sum(x is not None for x in (self.run, self.run_file, self.component, self.learning)) != 1:
+            raise ValueError("give exactly one of `run`, `run_file`, `component` and `learning`")
         if self.component is not None and self.split != "calibration":
             raise ValueError("a component benchmark is calibration data (split: calibration)")
         return self
@@ -176,7 +218,7 @@ class Loaded:
     file: Path
     line: int
     sha256: str
-    run: RunSpec | ServeRunSpec | None  # None for a component benchmark (obs.component)
+    run: RunSpec | ServeRunSpec | None  # None for a component benchmark or a learning condition
 
     @property
     def where(self) -> str:
@@ -293,6 +335,12 @@ def in_force(items: list[Loaded]) -> tuple[list[Loaded], list[Loaded]]:
     """The observations still in force, and those a later one supersedes (skipped by every consumer)."""
     gone = superseded_by(items)
     return [i for i in items if i.obs.id not in gone], [i for i in items if i.obs.id in gone]
+
+
+def admissible(items: list[Loaded]) -> tuple[list[Loaded], list[Loaded]]:
+    """The observations that pass their admissibility check, and those recorded as inadmissible (never
+    fitted to or scored; a consumer says how many it set aside)."""
+    return [i for i in items if i.obs.inadmissible is None], [i for i in items if i.obs.inadmissible is not None]
 
 
 def require_split(items: list[Loaded], split: str, command: str) -> None:

@@ -79,6 +79,9 @@ class Resolution:
     # stochastic relations.
     stages: dict[str, sympy.Basic | RandomValue] = field(default_factory=dict)
     random: dict[str, RandomValue] = field(default_factory=dict)  # stochastic relations in the trace
+    # Variables whose relation (iterative, differential) could not be evaluated: the value stands in their
+    # own symbol, so it is no answer even where nothing is missing. Name -> the missing roots behind it.
+    unevaluated: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def expression(self) -> str | None:
@@ -104,7 +107,7 @@ class Resolution:
             "target": self.target, "value": self.value, "expression": self.expression, "units": self.units,
             "missing": sorted(self.missing), "missing_by_family": self.missing_by_family(),
             "trace": [s.to_dict() for s in self.trace], "checks": [c.to_dict() for c in self.checks],
-            "fallbacks": self.fallbacks, "solved": self.solved,
+            "fallbacks": self.fallbacks, "solved": self.solved, "unevaluated": self.unevaluated,
         }
 
 
@@ -118,6 +121,7 @@ class Resolver:
         # `parsed` may come filled from an earlier run (engine/cache.py)
         self._exprs: dict[tuple[str, str], sympy.Basic] = parsed if parsed is not None else {}
         self._subgraphs: dict[str, dict] = {}
+        self._functions: dict[tuple, object] = {}  # (relation, part, argument names) -> compiled function
         # Records of the variables of every subgraph fetched: an expression names hundreds of them, and
         # asking the source for each would be a round trip each to Neo4j.
         self._variables: dict[str, VariableRecord] = {}
@@ -242,16 +246,19 @@ class Resolver:
         meta = self.variable(target)
         solved = {k: v / self.variable(k).scale for k, v in run.solved.items()}
         # Missing means the value is still symbolic in it: a root that cancels out is not missing.
-        depends, stages = set(), {}
+        depends, stages, unevaluated = set(), {}, {}
         if not isinstance(value, float):
-            depends, used = _free_names(value, run.stages)
+            # An unevaluated relation's symbol leads on to what it waits on, as a stage leads to its value.
+            depends, used = _free_names(value, {**run.pending, **run.stages})
             stages = {k: v for k, v in run.stages.items() if k in used}
+            unevaluated = {k: sorted(set(run.missing) & _free_names(run.pending[k], {**run.pending, **run.stages})[0])
+                           for k in sorted(used & set(run.pending))}
         missing = {k: v for k, v in run.missing_meta().items() if k in depends}
         for name in depends & scenario.sampled:
             missing.pop(name, None)
         random = {s.variable: run.randoms[s.variable] for s in trace if s.variable in run.randoms}
         res = Resolution(target, None, meta.scale, meta.units, trace, missing, run.checks, run.fallbacks, solved,
-                         stages=stages, random=random)
+                         stages=stages, random=random, unevaluated=unevaluated)
         if isinstance(value, float):
             res.value = value / meta.scale
         else:
@@ -270,6 +277,7 @@ class _Run:
         self.sampling = sampling
         self.stages: dict[str, sympy.Basic | RandomValue] = {}
         self.randoms: dict[str, RandomValue] = {}
+        self.pending: dict[str, sympy.Basic] = {}
         self.sub = sub
         self.scenario = scenario
         self.fallback = fallback
@@ -359,12 +367,23 @@ class _Run:
     def symbol(self, name: str) -> sympy.Symbol:
         return self.r.symbol(name)
 
+    def numeric(self, rel: dict, label: str, names: tuple[str, ...]):
+        key = (rel["name"], label, names)
+        fn = self.r._functions.get(key)
+        if fn is None:
+            fn = self.r._functions[key] = sympy.lambdify([self.r.symbol(n) for n in names], self.r._expr(rel, label),
+                                                         modules="math")
+        return fn
+
     def random(self, name: str, value: RandomValue) -> sympy.Symbol | None:
         self.randoms[name] = value
         if not self.sampling:
             return None
         self.stages[name] = value
         return self.r.symbol(name)
+
+    def unevaluated(self, name: str, pending: sympy.Basic) -> None:
+        self.pending[name] = pending
 
     # ---- checks ------------------------------------------------------------------------------
     def check_domain(self, name: str, value) -> None:

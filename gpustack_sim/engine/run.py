@@ -6,8 +6,7 @@ onto variables and variant modes, so every figure an estimate shows is a catalog
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -17,9 +16,6 @@ from gpustack_compiler.base.yaml_lines import YamlError, load
 # Counts stay exact as floats (the engine computes in floats): a 400-digit `hidden` would overflow them.
 MAX_COUNT = 2**53
 
-
-if TYPE_CHECKING:
-    from .serve_run import ServeRunSpec
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
@@ -284,30 +280,6 @@ def set_field(data: dict, path: str, value) -> None:
         if not isinstance(node, dict):
             raise ValueError(f"`{key}` is not a section")
     node[keys[-1]] = value
-
-
-def load_run(path: Path | None, overrides: list[str] = ()) -> RunSpec | ServeRunSpec:
-    """Read a run file (or, without one, build the run from `--set` flags alone): a serving run when it
-    says `kind: serving` (serve_run.py), else a training run. Every problem is one line naming the file,
-    line and field (or the flag)."""
-    from gpustack_compiler.base.documents import read_mapping, validate
-
-    from .serve_run import ServeRunSpec
-
-    if path is None and not overrides:
-        raise InputError("no run given: pass a run file (see runs/) or describe the run with --set FIELD=VALUE flags")
-    data = read_mapping(path, "run file") if path is not None else {}
-    apply_overrides(data, list(overrides))
-    model = ServeRunSpec if data.get("kind") == "serving" else RunSpec
-    return validate(model, data, str(path) if path is not None else "--set")
-
-
-def load_training_run(path: Path | None, overrides: list[str] = ()) -> RunSpec:
-    """A training run file; a serving run file is refused with one line."""
-    run = load_run(path, overrides)
-    if not isinstance(run, RunSpec):
-        raise InputError(f"{path}: a serving run file (kind: serving); this command takes a training run")
-    return run
 
 
 def _register_schema() -> None:

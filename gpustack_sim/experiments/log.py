@@ -68,7 +68,8 @@ def _section(path: str, a: Artifact) -> list[str]:
            "",
            f"**Conclusion: {a.conclusion}**", ""]
     out += [f"- {_cell(r)}" for r in a.conclusion_reasons]
-    out += ["", "| metric | unit | value [interval] | level | n | status |", "| --- | --- | --- | --- | --- | --- |"]
+    out += ["", "| metric | unit | value [interval] | level | n | evidence | status |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
     for m in a.metrics:
         if m.status == "resolved":
             value = f"{_num(m.point)} [{_num(m.lower)}, {_num(m.upper)}]"
@@ -77,7 +78,8 @@ def _section(path: str, a: Artifact) -> list[str]:
             value = "-"
             status = m.status + (f": needs {', '.join(m.missing_capabilities)}" if m.missing_capabilities else "")
         name = f"**{m.name}**" if m.primary else m.name
-        out.append(f"| {name} | {m.unit} | {value} | {m.interval_level:g} | {m.samples} | {_cell(status)} |")
+        out.append(f"| {name} | {m.unit} | {value} | {m.interval_level:g} | {m.samples} | {m.evidence} | "
+                   f"{_cell(status)} |")
     out += ["", "| falsifier | metric | rule | compared | status |", "| --- | --- | --- | --- | --- |"]
     sym = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
     for f in a.falsifiers:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 ARTIFACT_FORMAT = 1
+# What a number is (GLOSSARY: evidence class): measured by an instrument, modeled by the engine, assumed as a
+# scenario boundary, prior from literature, inadmissible (a measurement that failed its check, never scored),
+# unmeasured (named, no value).
+EvidenceClass = Literal["measured", "modeled", "assumed", "prior", "inadmissible", "unmeasured"]
 Conclusion = Literal["failed_virtual_screen", "inconclusive", "survived_virtual", "failed_real_validation",
                      "survived_real_validation"]
 
@@ -46,6 +50,22 @@ class MetricResult(_Result):
     sd: float | None = None
     missing_capabilities: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    evidence_class: EvidenceClass | None = Field(None, description=(
+        "What the value is: measured, modeled, assumed, prior, inadmissible or unmeasured (absent in artifacts "
+        "written before classes were recorded)."))
+
+    @model_serializer(mode="wrap")
+    def _without_unrecorded_class(self, handler):
+        # Artifacts written before evidence classes keep their bytes, and so their hashes.
+        data = handler(self)
+        if data.get("evidence_class") is None:
+            data.pop("evidence_class", None)
+        return data
+
+    @property
+    def evidence(self) -> str:
+        """The evidence class as shown: an artifact written before classes were recorded says so."""
+        return self.evidence_class or "not recorded"
 
 
 class FalsifierResult(_Result):

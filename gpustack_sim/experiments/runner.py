@@ -101,7 +101,8 @@ def run_protocol(ref: str, *, workspace: Workspace, engine_factory, stage: str =
             runs = {arm: len(v) for arm, v in observed.items()}
             crn = crn.model_copy(update={"verified": _crn_holds(observed)
                                          if spec.seed_policy.common_random_numbers else None})
-            outcomes = panel.metrics(prepared.state, observed)
+            outcomes = panel.metrics(prepared.state, observed) if prepared.local is None \
+                else panel.metrics(prepared.state, observed, prepared.local)
         else:
             outcomes = {}
     else:
@@ -242,7 +243,7 @@ def _metric(protocol: Protocol, m: Metric, outcomes: Mapping[str, MetricOutcome]
             units) -> MetricResult:
     common = dict(name=m.name, unit=m.unit, primary=m.primary, estimator=m.estimator, interval_level=m.interval)
     if STAGES.index(m.earliest_stage) > STAGES.index(stage):
-        return MetricResult(**common, status="deferred",
+        return MetricResult(**common, status="deferred", evidence_class="unmeasured",
                             notes=[f"first measurable at the {m.earliest_stage} stage"])
     outcome = outcomes.get(m.name)
     if outcome is None:
@@ -251,22 +252,23 @@ def _metric(protocol: Protocol, m: Metric, outcomes: Mapping[str, MetricOutcome]
         outcome = Unresolved(tuple(missing))
     if isinstance(outcome, Unresolved):
         return MetricResult(**common, status="unresolved", missing_capabilities=[c.name for c in outcome.missing],
-                            notes=list(outcome.notes))
+                            notes=list(outcome.notes), evidence_class=outcome.evidence)
     scale = _unit_scale(outcome.unit, m, units, panel.protocol_id)
     if isinstance(outcome, ProportionSample):
         if m.estimator != "proportion" or outcome.unit != "1":
             raise InputError(f"panel {panel.protocol_id}: metric {m.name}: a proportion for a {m.estimator} metric")
         lo, hi = clopper_pearson(outcome.successes, outcome.trials, m.interval)
         return MetricResult(**common, status="resolved", point=outcome.successes / outcome.trials, lower=lo,
-                            upper=hi, samples=outcome.trials, successes=outcome.successes, notes=list(outcome.notes))
+                            upper=hi, samples=outcome.trials, successes=outcome.successes, notes=list(outcome.notes),
+                            evidence_class=outcome.evidence)
     values = [v * scale for v in outcome.values]
     if not values or not all(math.isfinite(v) for v in values):
-        return MetricResult(**common, status="unresolved", missing_capabilities=[],
+        return MetricResult(**common, status="unresolved", missing_capabilities=[], evidence_class="unmeasured",
                             notes=list(outcome.notes) + ["no finite values to estimate from"])
     mean, lo, hi, sd = mean_interval(values, m.interval)
     notes = list(outcome.notes) + ([] if lo is not None else ["one replication: no interval"])
     return MetricResult(**common, status="resolved", point=mean, lower=lo, upper=hi, samples=len(values), sd=sd,
-                        notes=notes)
+                        notes=notes, evidence_class=outcome.evidence)
 
 
 def _unit_scale(unit: str, m: Metric, units, panel_id: str) -> float:

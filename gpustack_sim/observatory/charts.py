@@ -131,7 +131,7 @@ def failures_by_cause(result: dict) -> dict:
 def power(sim: dict) -> dict:
     chart = alt.Chart(alt.Data(values=sim["power"])).mark_area().encode(
         x=alt.X("day:Q", title="days"), y=alt.Y("kw:Q", stack="zero", title="node IT power (kW)"),
-        color=alt.Color("phase:N", sort=["compute", "communication", "checkpoint", "idle"]),
+        color=alt.Color("phase:N", sort=["compute", "communication", "checkpoint", "idle", "recovery"]),
         row=alt.Row("site:N", title=None),
         tooltip=[alt.Tooltip("day:Q", format=".3f"), "site:N", "phase:N", alt.Tooltip("kw:Q", format=".4g")])
     peak = max((r["kw"] for r in sim["power"]), default=0.0)

@@ -39,9 +39,17 @@ class EvaluationContext(Protocol):
     def symbol(self, name: str) -> sympy.Symbol:
         ...
 
+    def numeric(self, rel: dict, label: str, names: tuple[str, ...]):
+        """One part of a relation as a plain Python function of `names` (floats in base units), made once
+        per relation and kept."""
+
     def random(self, name: str, value: RandomValue) -> sympy.Symbol | None:
         """Declares that `name` is drawn from a distribution. Under Monte Carlo the answer is the symbol
         that stands for its draws; otherwise None, and the deterministic value is the caller's to give."""
+
+    def unevaluated(self, name: str, pending: sympy.Basic) -> None:
+        """Declares that `name` stands as its own symbol because its relation could not be evaluated;
+        `pending` is what it waits on (its free symbols name the missing inputs behind it)."""
 
 
 @dataclass

@@ -30,6 +30,7 @@ class MeanSample:
     values: tuple[float, ...]
     unit: str
     notes: tuple[str, ...] = ()
+    evidence: str = "modeled"  # an evidence class (results.EvidenceClass): computed by the engine unless measured
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,14 @@ class ProportionSample:
     trials: int
     notes: tuple[str, ...] = ()
     unit: str = "1"
+    evidence: str = "modeled"
 
 
 @dataclass(frozen=True)
 class Unresolved:
     missing: tuple[Capability, ...]
     notes: tuple[str, ...] = ()
+    evidence: str = "unmeasured"  # or inadmissible: a measurement that failed its admissibility check
 
 
 MetricOutcome = MeanSample | ProportionSample | Unresolved
@@ -78,6 +81,7 @@ class Prepared:
     assumptions: tuple[str, ...] = ()
     calibration_ids: tuple[tuple[str, str], ...] = ()  # (sha256:<hex>, what it is)
     replays: bool = True  # False: nothing the datacenter can replay; no replications are run
+    local: Any = None  # what `metrics` uses in this process only (an engine-backed model), never sent to workers
 
 
 class Panel:

@@ -12,13 +12,6 @@ LEARNING_MODEL = Capability(
     "a model of learning progress (loss or quality reached) as a function of the training dynamics: local "
     "steps, synchronisation cadence, lost, repeated or corrupted steps; the catalog and the datacenter model "
     "time, power and failures, not learning")
-POWER_SERIES = Capability(
-    "site_power_series",
-    "a per-site power time series from the virtual datacenter at sub-step resolution (the replay reports "
-    "energy per phase, not a waveform)")
-PHASE_POWER = Capability(
-    "checkpoint_and_idle_node_power",
-    "node power while a job blocks on a checkpoint snapshot or waits in recovery (the catalog has none)")
 INFERENCE_SERVING = Capability(
     "inference_serving_simulation",
     "an inference fleet in the virtual datacenter: request arrivals, batching, KV-cache memory, routing and "
