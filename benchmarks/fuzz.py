@@ -159,7 +159,8 @@ class Pool:
         self.proc.join(10)
 
 
-def schedule(cases: int, seed: int, per_kind: int | None = None, only: list[str] | None = None) -> list[tuple[str, int]]:
+def schedule(cases: int, seed: int, per_kind: int | None = None,
+             only: list[str] | None = None) -> list[tuple[str, int]]:
     rnd = random.Random(seed)
     if per_kind is not None:
         return [(k, rnd.randrange(2**32)) for k in (only or KINDS) for _ in range(per_kind)]
@@ -188,7 +189,8 @@ def main() -> None:
         (base / "presets" / "fuzz.yaml").write_text(FUZZ_PRESET)
         build = tmp / "build"
         compile_catalog(REPO / "catalog", build)  # the commands' cases share one compiled catalog
-        todo = [(k, int(s)) for k, s in [args.only.split(":")]] if args.only else schedule(args.cases, args.seed, args.per_kind, args.kind)
+        todo = ([(k, int(s)) for k, s in [args.only.split(":")]] if args.only
+                else schedule(args.cases, args.seed, args.per_kind, args.kind))
         pool = Pool(base, build)
         results, start = [], time.perf_counter()
         try:

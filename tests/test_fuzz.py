@@ -11,12 +11,27 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from fuzzing import (
+    CATALOG_MUTATORS,
+    DOCUMENTS,
+    FUZZ_PRESET,
+    GRID_AXES,
+    GRID_VALUES,
+    RUN_FIELD_VALUES,
+    RUN_FIELDS,
+    Outcome,
+    byte_flips,
+    document_case,
+    hostile_scalar,
+    mutate_catalog,
+    mutate_csv,
+    mutate_value,
+    non_utf8,
+    truncate,
+)
+from helpers import REPO, mini_catalog, run_cli_here
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from fuzzing import (CATALOG_MUTATORS, DOCUMENTS, FUZZ_PRESET, GRID_AXES, GRID_VALUES, RUN_FIELD_VALUES, RUN_FIELDS, Outcome, byte_flips,
-                     document_case, hostile_scalar, mutate_catalog, mutate_csv, mutate_value, non_utf8, truncate)
-from helpers import REPO, mini_catalog, run_cli_here
 
 # Derandomized: CI runs the same cases every time; the database off: nothing is kept between runs.
 CAMPAIGN = settings(deadline=None, derandomize=True, database=None, print_blob=True,

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO, check, mini_catalog, write_system
 
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
@@ -255,6 +254,7 @@ def test_a_power_resolution_over_the_bin_limit_is_refused_before_the_replay(cli,
 
 def test_a_power_series_over_the_bin_limit_is_refused_before_it_is_built() -> None:
     from datacenter_cases import job, replay
+
     from gpustack_compiler.base.errors import InputError
     from gpustack_sim.datacenter.power import power_series
 
@@ -278,6 +278,7 @@ def test_replications_over_the_limit_are_refused_before_any_replay(cli, tmp_path
 
 def test_the_replication_limit_holds_for_the_api_too() -> None:
     from datacenter_cases import job
+
     from gpustack_compiler.base.errors import InputError
     from gpustack_sim.datacenter import simulate
 
@@ -296,6 +297,7 @@ def test_an_interval_that_cannot_complete_a_checkpoint_is_refused(cli) -> None:
 def test_a_replay_that_makes_no_progress_stops_with_a_finding() -> None:
     # A policy object is not checked beforehand: the replay itself stops after the limit of failures in a row.
     from datacenter_cases import HOUR, job, replay
+
     from gpustack_compiler.base.errors import FindingError
     from gpustack_compiler.base.limits import MAX_FAILURES_WITHOUT_PROGRESS
     from gpustack_sim.datacenter.policies import FixedInterval
@@ -322,7 +324,8 @@ def test_workers_over_the_limit_are_refused_before_a_process_starts(cli) -> None
 # ---- issue 41: no traceback --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("command", [("estimate", str(RUN)), ("simulate", str(RUN)),
-                                     ("resolve", "econ.cost.per_token", "--sample", "gpu.power.total~normal(700 W, 10 W)"),
+                                     ("resolve", "econ.cost.per_token", "--sample",
+                                      "gpu.power.total~normal(700 W, 10 W)"),
                                      ("validate", "--samples", "10"), ("observatory", "build", "--out", "OUT"),
                                      ("experiment", "run", "E001")])
 def test_a_negative_seed_is_refused_by_every_command_alike(cli, tmp_path, command) -> None:
@@ -411,7 +414,8 @@ def test_a_sample_mostly_outside_its_variables_domain_is_refused(cli) -> None:
 def test_a_sample_replaces_a_definition_only_when_it_says_so(cli) -> None:
     # --sample on a defined variable silently replaced its definition
     one_line_error(cli("resolve", "econ.cost.per_token", "--preset", "dense_training_cost_fixture", "--sample",
-                       "training.t_step~normal(4 s, 0.1 s)"), 2, "training.t_step", "is computed by training.t_step.compose",
+                       "training.t_step~normal(4 s, 0.1 s)"), 2, "training.t_step",
+                   "is computed by training.t_step.compose",
                    "instead of its definition")
     res = cli("resolve", "econ.cost.per_token", "--preset", "dense_training_cost_fixture", "--sample",
               "training.t_step~normal(4 s, 0.1 s) instead of its definition", "--samples", "100")

@@ -11,7 +11,8 @@ import typer
 from .app import JsonOpt, app, engine, err, out, replications_option, seed_option, settings
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
-experiment_app = typer.Typer(no_args_is_help=True, help="Preregistered experiments: list, check, freeze, audit, run, log.")
+experiment_app = typer.Typer(no_args_is_help=True,
+                             help="Preregistered experiments: list, check, freeze, audit, run, log.")
 app.add_typer(experiment_app, name="experiment")
 
 DirOpt = typer.Option(None, "--dir", envvar="GPUSTACK_EXPERIMENTS",
