@@ -1,9 +1,10 @@
 """The long run of the fuzzing campaign (the suite runs 200 catalog cases and a few dozen of each command
-kind: tests/test_fuzz.py). Cases are mutated catalogs, `--assign` values, run files, sweep grids and
-validation CSVs, made by the mutators of tests/fuzzing.py from one seed each, so any case is reproduced
-with `--only KIND:SEED`.
+kind: tests/test_fuzz.py). Cases are mutated catalogs, `--assign` values, run files, sweep grids,
+validation CSVs, sites files, serving runs, observations and protocols, made by the mutators of
+tests/fuzzing.py from one seed each, so any case is reproduced with `--only KIND:SEED`.
 
-    python benchmarks/fuzz.py --cases 10000 [--seed 0] [--json]
+    python benchmarks/fuzz.py --cases 10000 [--seed 0] [--json]     # kinds in the shares of KINDS
+    python benchmarks/fuzz.py --per-kind 10000 [--kind sites ...]    # that many of each kind
 
 Cases run in a worker process through `gpustack`'s own main() (a process per case would spend a second on
 imports); a worker that crashes or hangs is recorded and replaced. Reported: tracebacks, crashes and
@@ -30,7 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
-KINDS = {"catalog": 50, "assign": 15, "run": 15, "grid": 10, "csv": 10}  # share of the cases, in percent
+# share of the cases, in percent
+KINDS = {"catalog": 30, "assign": 10, "run": 10, "grid": 10, "csv": 10, "sites": 8, "serving": 8, "observation": 7,
+         "protocol": 7}
 CASE_TIMEOUT = 120.0  # a case still running after this is a hang: its worker is killed
 TARGET_SECONDS, TARGET_BYTES = 10.0, 1 << 30
 ASSIGNED = [("gpu.power.total", "700 W"), ("link.inter.cable_length", "100 m"), ("training.total_tokens", "2e12 token"),
@@ -67,6 +70,9 @@ def case_args(kind: str, seed: int, work: Path, base: Path, build: Path) -> tupl
         axes = rnd.sample(fz.GRID_AXES, rnd.randint(1, 3))
         grid = [f"{a}={','.join(rnd.choice(fz.GRID_VALUES) for _ in range(rnd.randint(1, 3)))}" for a in axes]
         return ["--build-dir", str(build), "sweep", str(RUN), *[x for g in grid for x in ("--grid", g)]], None, str(grid)
+    if kind in fz.DOCUMENTS:
+        args = fz.document_case(kind, rnd, REPO, work, build)
+        return args, None, f"{kind}: {' '.join(args[2:])}"
     if kind == "csv":
         path = work / "rows.csv"
         rows = (b"model,hardware,precision,hidden,ffn_hidden,heads,layers,seq_len,vocab,gpus,tp,pp,dp,global_batch,"
@@ -153,9 +159,12 @@ class Pool:
         self.proc.join(10)
 
 
-def schedule(cases: int, seed: int) -> list[tuple[str, int]]:
+def schedule(cases: int, seed: int, per_kind: int | None = None,
+             only: list[str] | None = None) -> list[tuple[str, int]]:
     rnd = random.Random(seed)
-    kinds = [k for k, share in KINDS.items() for _ in range(share)]
+    if per_kind is not None:
+        return [(k, rnd.randrange(2**32)) for k in (only or KINDS) for _ in range(per_kind)]
+    kinds = [k for k, share in KINDS.items() for _ in range(share) if not only or k in only]
     return [(rnd.choice(kinds), rnd.randrange(2**32)) for _ in range(cases)]
 
 
@@ -163,6 +172,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=10000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--per-kind", type=int, help="run this many cases of each kind (instead of --cases)")
+    parser.add_argument("--kind", action="append", choices=sorted(KINDS), help="only these kinds (repeatable)")
     parser.add_argument("--only", help="KIND:SEED of one case to rerun")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -178,7 +189,8 @@ def main() -> None:
         (base / "presets" / "fuzz.yaml").write_text(FUZZ_PRESET)
         build = tmp / "build"
         compile_catalog(REPO / "catalog", build)  # the commands' cases share one compiled catalog
-        todo = [(k, int(s)) for k, s in [args.only.split(":")]] if args.only else schedule(args.cases, args.seed)
+        todo = ([(k, int(s)) for k, s in [args.only.split(":")]] if args.only
+                else schedule(args.cases, args.seed, args.per_kind, args.kind))
         pool = Pool(base, build)
         results, start = [], time.perf_counter()
         try:
@@ -198,7 +210,10 @@ def report(results: list[dict], seconds: float, args) -> None:
     peak = max(results, key=lambda r: r["peak_bytes"])
     summary = {
         "cases": len(results), "seed": args.seed, "seconds": round(seconds, 1),
-        "by_kind": dict(Counter(r["kind"] for r in results)),
+        "by_kind": {k: {"cases": len(rs), "failing": sum(bool(r["problems"]) for r in rs),
+                        "max_case_seconds": round(max(r["seconds"] for r in rs), 2),
+                        "peak_memory_MB": round(max(r["peak_bytes"] for r in rs) / 2**20, 1)}
+                    for k in sorted({r["kind"] for r in results}) for rs in [[r for r in results if r["kind"] == k]]},
         "tracebacks": sum("traceback" in r["problems"] for r in results),
         "crashes_or_hangs": sum(any(p.startswith(("crash", "hang")) for p in r["problems"]) for r in results),
         "exit_codes": {str(k): v for k, v in sorted(Counter(r["code"] for r in results).items())},

@@ -1,5 +1,6 @@
 """The fuzzing campaign kept in the project: mutators a hostile contributor or user would try on catalog
-files, run files, assignments, validation CSVs and sweep grids, and the judge of one outcome (no traceback,
+files, run files, assignments, validation CSVs, sweep grids, sites files, serving runs, observations and
+protocols, and the judge of one outcome (no traceback,
 exit code 0-3, every finding with file:line).
 
 Each mutator takes the bytes of a file (or a text value) and a seeded `random.Random`, so a case is
@@ -227,6 +228,54 @@ def mutate_catalog(root: Path, mutator: str, seed: int) -> str:
     else:
         path.write_bytes(fn(path.read_bytes(), rnd))
     return path.relative_to(root).as_posix()
+
+
+# ---- documents a user writes: sites files, serving runs, observations, protocols -------------------
+
+HOSTILE_QUANTITIES = ["0", "0 W", "0 Gbit/s", "1e-300 Gbit/s", "1e-320 W", "1e308 ms", "1e308 day", "-1 kW",
+                      "1e400 W", ".nan", ".inf", "'５ kW'", "1 s", "1 W**1e400", "~", "[]", "{}", "9" * 400, "-0",
+                      "1e-400 s", "'1 __import__(\"os\")'", "1e300", "-1", "0.5"]
+
+
+def hostile_quantity(data: bytes, rnd: random.Random) -> bytes:
+    """A scalar value replaced by a zero, tiny, huge, negative, non-finite or mistyped quantity."""
+    return _replace_value(data, rnd, rb"\s*-?\s*[a-z_]+:\s*[-+0-9.'\"a-z]", rnd.choice(HOSTILE_QUANTITIES).encode())
+
+
+DOCUMENT_MUTATORS = [byte_flips, truncate, bom, crlf, non_utf8, hostile_scalar, hostile_quantity, hostile_quantity,
+                     hostile_quantity, deep_nesting, anchors, duplicate_entry, delete_entry, oversized]
+
+
+def mutate_document(data: bytes, rnd: random.Random) -> bytes:
+    return rnd.choice(DOCUMENT_MUTATORS)(data, rnd)
+
+
+# kind -> the shipped document it mutates (relative to the repository)
+DOCUMENTS = {"sites": "sites/example_curtailment.yaml", "serving": "runs/serve_llama70b_8xh100.yaml",
+             "observation": "data/observations/smith2022_mtnlg.yaml", "protocol": "experiments/protocols/E001.yaml"}
+
+
+def document_case(kind: str, rnd: random.Random, repo: Path, work: Path, build: Path) -> list[str]:
+    """The `gpustack` arguments that read a mutated copy of the `kind` document (written under `work`)."""
+    data = mutate_document((repo / DOCUMENTS[kind]).read_bytes(), rnd)
+    base = ["--build-dir", str(build)]
+    run = str(repo / "runs" / "llama70b_1024xh100.yaml")
+    if kind == "protocol":
+        folder = work / "experiments"
+        (folder / "protocols").mkdir(parents=True)
+        shutil.copy(repo / "experiments" / "protocols.lock", folder)
+        shutil.copytree(repo / "experiments" / "sites", folder / "sites")
+        for p in (repo / "experiments" / "protocols").glob("*.yaml"):
+            shutil.copy(p, folder / "protocols")
+        (folder / DOCUMENTS[kind].split("/", 1)[1]).write_bytes(data)
+        return [*base, "experiment", "check", "--dir", str(folder)]
+    path = work / Path(DOCUMENTS[kind]).name
+    path.write_bytes(data)
+    if kind == "sites":
+        return [*base, "simulate", run, "--sites", str(path), "--days", "1"]
+    if kind == "serving":
+        return [*base, "estimate", str(path), "--samples", "10"]
+    return [*base, "validate", str(path), "--samples", "10"]
 
 
 # ---- values of commands --------------------------------------------------------------------------

@@ -11,12 +11,27 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from fuzzing import (
+    CATALOG_MUTATORS,
+    DOCUMENTS,
+    FUZZ_PRESET,
+    GRID_AXES,
+    GRID_VALUES,
+    RUN_FIELD_VALUES,
+    RUN_FIELDS,
+    Outcome,
+    byte_flips,
+    document_case,
+    hostile_scalar,
+    mutate_catalog,
+    mutate_csv,
+    mutate_value,
+    non_utf8,
+    truncate,
+)
+from helpers import REPO, mini_catalog, run_cli_here
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from fuzzing import (CATALOG_MUTATORS, FUZZ_PRESET, GRID_AXES, GRID_VALUES, RUN_FIELD_VALUES, RUN_FIELDS, Outcome, byte_flips,
-                     hostile_scalar, mutate_catalog, mutate_csv, mutate_value, non_utf8, truncate)
-from helpers import REPO, mini_catalog, run_cli_here
 
 # Derandomized: CI runs the same cases every time; the database off: nothing is kept between runs.
 CAMPAIGN = settings(deadline=None, derandomize=True, database=None, print_blob=True,
@@ -110,3 +125,11 @@ def test_mutated_validation_csvs(build_dir, seed) -> None:
         path = Path(tmp) / "rows.csv"
         path.write_bytes(mutate_csv(rows, random.Random(seed)))
         judged(run("--build-dir", str(build_dir), "validate", str(path), "--samples", "10"))
+
+
+@settings(CAMPAIGN, max_examples=200)
+@given(kind=st.sampled_from(sorted(DOCUMENTS)), seed=st.integers(0, 2**32 - 1))
+def test_mutated_documents(build_dir, kind, seed) -> None:
+    # Sites files (simulate --sites), serving runs (estimate), observations (validate), protocols (experiment check).
+    with tempfile.TemporaryDirectory() as tmp:
+        judged(run(*document_case(kind, random.Random(seed), REPO, Path(tmp), build_dir)))

@@ -171,14 +171,10 @@ def test_depth_changes_explanation_never_a_value(site, browser):
 
 def test_a_simulate_out_folder_shows_as_the_replay_itself(engine, tmp_path):
     """Files written as `gpustack simulate --out` writes them give the same series as the replay."""
-    import json
-
     from gpustack_sim.observatory.collect import simulation_from_engine, simulation_from_folder
 
     result = engine.simulate(engine.load_run(RUN), replications=2, seed=0)
-    result.write_parquet(tmp_path / "events.parquet")
-    result.write_power_parquet(tmp_path / "power.parquet")
-    (tmp_path / "result.json").write_text(json.dumps(result.to_dict()))
+    result.write_folder(tmp_path, result.to_dict())
     read = simulation_from_folder(tmp_path, "out")
     replayed = simulation_from_engine(engine, RUN, "run", replications=2, seed=0)
     assert read.progress == replayed.progress and read.failures == replayed.failures

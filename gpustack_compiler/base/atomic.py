@@ -1,11 +1,16 @@
-"""Files written whole or not at all: a reader never sees half a manifest, artifact, log or plot, and an
-error leaves the previous file in place."""
+"""Files and folders written whole or not at all: a reader never sees half a manifest, artifact, log, plot,
+site or simulation folder, and an error (or a kill) leaves the previous one in place."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import glob
+import hashlib
 import os
+import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
@@ -33,3 +38,73 @@ def write_text(path: Path, text: str) -> bool:
         return False
     write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
     return True
+
+
+def write_folder(path: Path, fill: Callable[[Path], object]) -> None:
+    """`fill(tmp)` writes a whole folder into a temporary one beside `path`, which then takes the place of
+    `path` in one step (an exchange of the two names where the kernel offers it, else two renames); the
+    previous folder is removed only after. Temporary folders a killed writer left behind are removed first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_orphans(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", dir=path.parent))
+    try:
+        fill(tmp)
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the folder is meant to be shared
+        if not path.exists():
+            os.rename(tmp, path)
+            return
+        if not _exchange(tmp, path):
+            old = tmp.with_name(tmp.name + ".old")
+            os.rename(path, old)
+            os.rename(tmp, path)
+            tmp = old
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(tmp)  # the previous folder, now under the temporary name
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically with renameat2(RENAME_EXCHANGE) (Linux 3.15+); False where it is missing."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EPERM):  # a file system or sandbox without the exchange
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _remove_orphans(path: Path) -> None:
+    """Temporary folders of `path` whose writer (the pid in their name) is no longer running."""
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*"):
+        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        if tmp.is_dir() and pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def digests(folder: Path, names: Iterable[str]) -> dict[str, str]:
+    """sha256 of each named file in `folder`: what a folder's index file records of its companions."""
+    return {name: hashlib.sha256((Path(folder) / name).read_bytes()).hexdigest() for name in sorted(names)}
+
+
+def mismatched(folder: Path, recorded: dict[str, str]) -> list[str]:
+    """The files whose bytes are not the ones `recorded` (missing files included)."""
+    folder = Path(folder)
+    return [name for name, digest in sorted(recorded.items())
+            if not (folder / name).is_file() or hashlib.sha256((folder / name).read_bytes()).hexdigest() != digest]

@@ -45,3 +45,7 @@ class ResolveError(InputError):
 class ViolationError(GpustackError):
     """An assigned value outside what the catalog declares for its variable (a negative length, a fraction
     above 1): a finding about the input, exit 1, unless violations are allowed."""
+
+
+class FindingError(GpustackError):
+    """Well-formed input asking for what cannot be done (a replay that makes no progress): a finding, exit 1."""

@@ -35,6 +35,23 @@ MAX_KEPT_LAYOUTS = 2_000_000
 # Wallclock one simulation replays (`simulate --days`, or the time to the token budget): its event log
 # grows with it. Ten years: the longest training runs take months.
 MAX_SIMULATED_DAYS = 3650
+# Replications of one simulation (`--replications` on simulate, experiment run, observatory build): each keeps
+# its figures and failure times, about 3 KB (20,000 of the 1,024-GPU run: 71 s, 175 MB peak on 2 loaded cores).
+MAX_REPLICATIONS = 100_000
+# Bins of one power series (`simulate --power-resolution`): each is a row of power.parquet and a few hundred
+# bytes of Python lists while it is built.
+MAX_POWER_BINS = 1_000_000
+# Failures in a row after which a replay that has not advanced its checkpoint stops with a finding (an interval
+# that cannot complete a checkpoint before the next failure never trains). A healthy policy completes a
+# checkpoint between most failures: a thousand without one is not a run of bad luck.
+MAX_FAILURES_WITHOUT_PROGRESS = 1000
+# Local Dask worker processes per core (`--workers`): more only contend for the cores and multiply memory
+# (about 100 MB each); a larger cluster is joined with --scheduler.
+MAX_LOCAL_WORKERS_PER_CORE = 2
+
+
+def max_local_workers() -> int:
+    return MAX_LOCAL_WORKERS_PER_CORE * (os.cpu_count() or 1)
 
 
 def refuse_over(count: float, limit: float, what: str, hint: str | None = None) -> None:

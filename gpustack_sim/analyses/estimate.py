@@ -28,6 +28,7 @@ from ..engine.serve_run import ServeRunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
 from .interleave import settle_interleave, split_note
 from .uncertainty import PERCENTILES, STAGE_LIMIT, Distribution, Sampler, parse_spec, percentiles
+from .uncertainty import held as held_scenario
 
 @dataclass
 class Figure:
@@ -199,7 +200,7 @@ def intervals(resolver: Resolver, scenario: Scenario, targets: list[str], dists:
               samples: int, seed: int, at: Sequence[int] = PERCENTILES,
               backend: Backend | None = None) -> dict[str, dict[int, float]]:
     names = [d.name for d in dists]
-    held = scenario.holding(names)
+    held = held_scenario(resolver, scenario, dists)
     symbolic = remembered(resolver.memo, run_key("estimate intervals", held, targets, STAGE_LIMIT),
                           lambda: resolver.resolve_many(targets, held, stage_limit=STAGE_LIMIT, monte_carlo=True))
     out, varying = {}, {}

@@ -141,6 +141,7 @@ def read_rows(path: Path, runs: MeasuredRuns, presets: set[str]) -> list[Row]:
         if None in record or None in record.values():  # a short row has None cells, a long one a None key
             cells = len(next(csv.reader([body[i + 1][1]])))
             raise InputError(f"{where}: {cells} cells, the header has {len(header)}")
+        _ascii_digits(record, where)
         try:
             rows.append(_row(f"{path.stem}:{i + 1}", path.stem, f"{path}:{line}", record, where, runs, presets))
         except (ValueError, KeyError) as exc:
@@ -148,6 +149,16 @@ def read_rows(path: Path, runs: MeasuredRuns, presets: set[str]) -> list[Row]:
     if not rows:
         raise InputError(f"{path}: no data rows")
     return rows
+
+
+def _ascii_digits(record: dict[str, str], where: str) -> None:
+    """Numbers are written with ASCII digits (as in run files): Python's int() and float() would read a
+    full-width `５` or an Arabic-Indic `٥` as 5."""
+    for column, cell in record.items():
+        odd = next((ch for ch in cell if ch.isdigit() and not ch.isascii()), None)
+        if odd is not None:
+            raise InputError(f"{where}: column {column}: {cell!r} has the non-ASCII digit {odd!r} (U+{ord(odd):04X})",
+                             "write numbers with the digits 0-9")
 
 
 def _hardware(cell: str, where: str, runs: MeasuredRuns, presets: set[str]) -> list[str]:

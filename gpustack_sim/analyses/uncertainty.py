@@ -6,13 +6,16 @@ Sampled roots are written `NAME~normal(mean, sd)`, `NAME~lognormal(median, sigma
 logarithm), `NAME~uniform(low, high)` or `NAME~exponential(rate)`: the distributions and parameter names
 of the catalog's stochastic relations. Parameters go by position or by name and may carry units
 (`normal(0.5 kW, 50 W)`, `normal(mean=0.5 kW, sd=50 W)`). The text is read with a regular expression
-and the quantity parser, never evaluated.
+and the quantity parser, never evaluated. Draws are truncated to the variable's declared assumptions and
+bounds (a distribution mostly outside them is refused), and a variable with a definition is sampled only
+when the text ends with `instead of its definition`.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import math
 import pickle
 import re
 from collections.abc import Sequence
@@ -26,13 +29,20 @@ from sympy.logic.boolalg import ITE, BooleanFunction
 
 from gpustack_compiler.base.errors import InputError
 from gpustack_compiler.base.limits import MAX_SAMPLES, refuse_over
+from gpustack_compiler.language.kinds import CONSTRAINT, kind_of
 from gpustack_compiler.language.kinds.distributions import DISTRIBUTIONS, Family, RandomValue
 
 from ..distributed import Backend, chunk_ranges, chunk_seed
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.scenario import Scenario, ScenarioBuilder
 
-SPEC = re.compile(r"^\s*([a-z][a-z0-9_.]*)\s*~\s*([a-z]+)\s*\((.*)\)\s*$")
+SPEC = re.compile(r"^\s*([a-z][a-z0-9_.]*)\s*~\s*([a-z]+)\s*\((.*)\)\s*(instead of its definition)?\s*$")
+# What a `--sample` on a variable with a definition must say to replace that definition.
+REPLACES = "instead of its definition"
+# The least share of a `--sample` distribution that must fall inside its variable's declared assumptions and
+# bounds: the draws are that distribution truncated to them, and one that is mostly cut away is not what was
+# written.
+MIN_MASS_INSIDE = 0.5
 PERCENTILES = (5, 50, 95)
 # Samples per chunk of a Monte Carlo run. Each chunk draws from a seed of its own, so the samples do not
 # depend on how many workers draw them; a run of at most this many draws as one stream.
@@ -40,18 +50,68 @@ SAMPLE_CHUNK = 100_000
 
 
 @dataclass(frozen=True)
+class Domain:
+    """Where a variable's values may lie (base units), from its declared assumptions and bounds."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_open: bool = False
+
+    @classmethod
+    def of(cls, var) -> Domain:
+        low, high, low_open, high_open = -math.inf, math.inf, False, False
+        for a in var.assumptions:
+            if a in ("positive", "nonnegative") and low <= 0:
+                low, low_open = 0.0, a == "positive"
+            elif a in ("negative", "nonpositive") and high >= 0:
+                high, high_open = 0.0, a == "negative"
+        if var.bounds is not None:
+            if var.bounds.min is not None and var.bounds.min * var.scale >= low:
+                low, low_open = var.bounds.min * var.scale, False
+            if var.bounds.max is not None and var.bounds.max * var.scale <= high:
+                high, high_open = var.bounds.max * var.scale, False
+        return cls(low, high, low_open, high_open)
+
+    def inside(self, x: np.ndarray) -> np.ndarray:
+        return ((x > self.low) if self.low_open else (x >= self.low)) & \
+            ((x < self.high) if self.high_open else (x <= self.high))
+
+    def mass(self, family: Family, parameters: dict[str, float]) -> float:
+        """The probability the distribution gives the domain."""
+        below = family.cdf(parameters, self.low if self.low_open else math.nextafter(self.low, -math.inf))
+        upto = family.cdf(parameters, math.nextafter(self.high, -math.inf) if self.high_open else self.high)
+        return max(0.0, upto - below)
+
+    def describe(self, scale: float) -> str:
+        return (f"{'(' if self.low_open or self.low == -math.inf else '['}{self.low / scale:g}, "
+                f"{self.high / scale:g}{')' if self.high_open or self.high == math.inf else ']'}")
+
+
+@dataclass(frozen=True)
 class Distribution:
-    """A sampled root: its distribution with parameters in base units."""
+    """A sampled root: its distribution with parameters in base units, truncated to `domain` when given
+    (draws outside it are drawn again, from the same stream, until none is left)."""
 
     name: str
     family: Family
     parameters: dict[str, float]
+    domain: Domain | None = None
+    replaces: bool = False  # the text said it replaces the variable's definition
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return self.family.draw(rng, self.parameters, n)
+        x = self.family.draw(rng, self.parameters, n)
+        if self.domain is None:
+            return x
+        outside = ~self.domain.inside(x)
+        while outside.any():  # at least MIN_MASS_INSIDE of each draw lands inside: a few dozen rounds at most
+            x[outside] = self.family.draw(rng, self.parameters, int(outside.sum()))
+            outside &= ~self.domain.inside(x)
+        return x
 
     def describe(self, scale: float) -> str:
-        return self.family.describe(self.parameters, scale)
+        shown = self.family.describe(self.parameters, scale)
+        return shown if self.domain is None else f"{shown} truncated to {self.domain.describe(scale)}"
 
 
 def parse_spec(text: str, scenarios: ScenarioBuilder) -> Distribution:
@@ -60,13 +120,39 @@ def parse_spec(text: str, scenarios: ScenarioBuilder) -> Distribution:
     if family is None:
         raise InputError(f"--sample {text!r}: expected " + " or ".join(f"NAME~{f.signature}"
                                                                         for f in DISTRIBUTIONS.values()))
-    name, _, args = match.groups()
+    name, _, args, replaces = match.groups()
     given = _arguments(text, family, args)
     parameters = {key: scenarios.quantity(name, given[key], "--sample", power).value
                   for key, power in family.parameters.items()}
     if not family.domain(parameters):
         raise InputError(f"--sample {text!r}: {family.name} needs {family.domain_text}")
-    return Distribution(name, family, parameters)
+    var = scenarios.variable(name, "--sample")
+    domain = Domain.of(var)
+    mass = domain.mass(family, parameters)
+    if mass < MIN_MASS_INSIDE:
+        declared = " and ".join(filter(None, [", ".join(var.assumptions), "bounds" if var.bounds else ""]))
+        raise InputError(f"--sample {text!r}: only {mass:.3g} of {family.describe(parameters, var.scale)} lies "
+                         f"within `{name}`'s declared {declared} {domain.describe(var.scale)}, under the "
+                         f"{MIN_MASS_INSIDE:g} a truncated draw needs",
+                         "choose a distribution mostly inside the variable's domain")
+    return Distribution(name, family, parameters, domain if mass < 1.0 else None, bool(replaces))
+
+
+def held(resolver: Resolver, scenario: Scenario, dists: Sequence[Distribution]) -> Scenario:
+    """The scenario with the sampled roots held symbolic. A distribution on a variable the scenario would
+    compute by a definition (not assign) would replace that definition: refused unless its text says so."""
+    names = [d.name for d in dists]
+    computed = [d.name for d in dists if d.name not in scenario.assignments and not d.replaces]
+    definitions: dict[str, list[str]] = {}
+    for rel in resolver.source.relations_defining(computed) if computed else []:
+        if rel.get("defines") in computed and kind_of(rel).role != CONSTRAINT:
+            definitions.setdefault(rel["defines"], []).append(rel["name"])
+    if definitions:
+        name, rels = min(definitions.items())
+        raise InputError(f"--sample {name}~...: `{name}` is computed by {', '.join(sorted(rels))} in this scenario; "
+                         "sampling it would replace that definition",
+                         f"add '{REPLACES}' after the distribution to mean it, or sample one of its inputs")
+    return scenario.holding(names)
 
 
 def _arguments(text: str, family: Family, args: str) -> dict[str, str]:
@@ -323,7 +409,7 @@ class MonteCarlo:
             raise InputError("each variable may be sampled once")
         if self.resolver.variable(target) is None:
             raise InputError(f"unknown variable `{target}`")
-        res = self.resolver.resolve_many([target], scenario.holding(names), stage_limit=STAGE_LIMIT,
+        res = self.resolver.resolve_many([target], held(self.resolver, scenario, dists), stage_limit=STAGE_LIMIT,
                                          monte_carlo=True)[target]
         if isinstance(res, ResolveError):
             raise res

@@ -7,6 +7,7 @@ codes in `main.py`, the one place that maps them.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_REPLICATIONS
 
 if TYPE_CHECKING:
     from gpustack_compiler.manifest.source import GraphSource
@@ -30,6 +32,19 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
 
 JsonOpt = typer.Option(False, "--json", help="Print JSON alone on stdout.")
 Neo4jOpt = typer.Option(False, "--neo4j", help="Answer from Neo4j (NEO4J_URI etc.) instead of the manifest.")
+
+
+def seed_option(default: int | None = 0, help: str = "Random seed (same seed, same output).") -> typer.Option:
+    """`--seed` on every command that draws: numpy seeds with non-negative integers, so a negative one is a usage
+    error here, before any work."""
+    return typer.Option(default, "--seed", min=0, help=help)
+
+
+def replications_option(default: int | None, help: str) -> typer.Option:
+    """`--replications` on every command that replays: bounded by MAX_REPLICATIONS before any work."""
+    return typer.Option(default, "--replications", min=1, max=MAX_REPLICATIONS, help=help)
+
+
 AllowViolationsOpt = typer.Option(False, "--allow-violations", help="Compute with assigned values outside their "
                                   "variables' catalog assumptions or bounds (listed as violated) instead of exit 1.")
 
@@ -65,9 +80,25 @@ def catalog_dir(ctx: typer.Context) -> Path:
     return cat
 
 
+def json_text(data) -> str:
+    """`data` as JSON: a number that is not finite (NaN, inf) becomes null, so the text is always valid JSON
+    (json.dumps would write the bare `NaN` no JSON parser accepts)."""
+    return json.dumps(_finite(data), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n"
+
+
+def _finite(data):
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(v) for v in data]
+    return data
+
+
 def out(data, text: str, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        sys.stdout.write(json_text(data))
     else:
         sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
 

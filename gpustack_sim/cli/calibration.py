@@ -8,7 +8,7 @@ import typer
 
 from gpustack_compiler.base.atomic import write_text
 
-from .app import AllowViolationsOpt, JsonOpt, app, engine, out, pairs, settings
+from .app import AllowViolationsOpt, JsonOpt, app, engine, out, pairs, seed_option, settings
 
 
 @app.command("calibrate")
@@ -92,7 +92,7 @@ def validate_cmd(ctx: typer.Context,
                  samples: int = typer.Option(None, "--samples", min=2, help="Monte Carlo samples per row "
                                              "(default 2000; 200 with --learning, where each draw integrates the "
                                              "loss trajectory)."),
-                 seed: int = typer.Option(0, "--seed"),
+                 seed: int = seed_option(),
                  plot: Path = typer.Option(None, "--plot", help="Write predicted against measured, with "
                                            "intervals, to this PNG file."),
                  learning: bool = typer.Option(False, "--learning", help="Score the learning calibration on "

@@ -43,16 +43,35 @@ def diff_cmd(ctx: typer.Context,
     out(None, render(result), False)
 
 
-def _short(value) -> str:
-    shown = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value
-    return shown if len(shown) <= 80 else shown[:77] + "..."
+SHOWN_CHARS = 80  # of one value, around where it changes
 
 
 def _fields(c: Change) -> str:
-    items = sorted(c.fields.items())
-    shown = [f"{k}: {_short(b)} -> {_short(a)}" for k, (b, a) in items[:FIELDS_SHOWN]]
+    items = [item for k, (b, a) in sorted(c.fields.items()) for item in _changed(k, b, a)]
+    shown = [f"{k}: {_pair(b, a)}" for k, b, a in items[:FIELDS_SHOWN]]
     more = f" (+{len(items) - FIELDS_SHOWN} more)" if len(items) > FIELDS_SHOWN else ""
     return "; ".join(shown) + more
+
+
+def _changed(key: str, before, after) -> list[tuple[str, object, object]]:
+    """The leaves that differ, by dotted key: a changed mapping shows what changed in it, not its first
+    characters (which are often the same on both sides)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [item for k in sorted(set(before) | set(after), key=str) if before.get(k) != after.get(k)
+                for item in _changed(f"{key}.{k}", before.get(k), after.get(k))]
+    return [(key, before, after)]
+
+
+def _pair(before, after) -> str:
+    """`before -> after`, each cut to SHOWN_CHARS around the first character where they differ."""
+    b, a = (v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str) for v in (before, after))
+    first = next((i for i, (x, y) in enumerate(zip(b, a)) if x != y), min(len(a), len(b)))
+    start = max(0, first - 20) if max(len(a), len(b)) > SHOWN_CHARS else 0
+
+    def cut(text: str) -> str:
+        part = text[start:start + SHOWN_CHARS]
+        return ("..." if start else "") + part + ("..." if start + SHOWN_CHARS < len(text) else "")
+    return f"{cut(b)} -> {cut(a)}"
 
 
 def _cell(text: str) -> str:

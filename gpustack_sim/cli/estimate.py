@@ -11,7 +11,8 @@ import typer
 from gpustack_compiler.base.errors import InputError
 from gpustack_compiler.base.suggest import did_you_mean
 
-from .app import EXIT_FINDINGS, AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out, pairs
+from .app import (EXIT_FINDINGS, AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out, pairs,
+                  seed_option)
 from .render import fmt, trace_lines
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -37,7 +38,7 @@ def estimate_cmd(ctx: typer.Context,
                  sample: list[str] = typer.Option([], "--sample",
                                                   help="Extra uncertain root: NAME~normal(mean, sd) ..."),
                  samples: int = typer.Option(10000, "--samples", min=2, help="Monte Carlo samples."),
-                 seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
+                 seed: int = seed_option(),
                  trace: list[str] = typer.Option([], "--trace", help="Show what a figure is made of (label or name)."),
                  plot: Path = typer.Option(None, "--plot", help="Write a PNG: the step-time waterfall and the "
                                            "cost-per-token breakdown, with intervals."),

@@ -1,4 +1,4 @@
-"""`gpustack experiment check | freeze | audit | run | log`: preregistered protocols, their power audit,
+"""`gpustack experiment list | check | freeze | audit | run | log`: preregistered protocols, their power audit,
 runs on the virtual datacenter and the results log (docs/experiments.md)."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import typer
 
-from .app import JsonOpt, app, engine, err, out, settings
+from .app import JsonOpt, app, engine, err, out, replications_option, seed_option, settings
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
-experiment_app = typer.Typer(no_args_is_help=True, help="Preregistered experiments: check, freeze, audit, run, log.")
+experiment_app = typer.Typer(no_args_is_help=True,
+                             help="Preregistered experiments: list, check, freeze, audit, run, log.")
 app.add_typer(experiment_app, name="experiment")
 
 DirOpt = typer.Option(None, "--dir", envvar="GPUSTACK_EXPERIMENTS",
@@ -54,6 +55,31 @@ def check_cmd(ctx: typer.Context, directory: Path = DirOpt, as_json: bool = Json
         raise InputError(f"{ws.shown(ws.protocols_dir)}: no protocols folder", "pass --dir")
 
 
+@experiment_app.command("list")
+def list_cmd(ctx: typer.Context, directory: Path = DirOpt, as_json: bool = JsonOpt) -> None:
+    """Every protocol: its title, whether it is frozen, and what it concluded at this catalog."""
+    from ..api import Engine
+    from ..experiments.log import artifacts, conclusion_at
+
+    s = settings(ctx)
+    manifest = Engine.compile(s.catalog, s.build).manifest
+    ws = _workspace(ctx, directory)
+    lock = ws.lock()
+    results: dict[tuple[str, int], list] = {}
+    for _, art in artifacts(ws):
+        results.setdefault((art.protocol.id, art.protocol.version), []).append(
+            (art.conclusion, art.stage, art.catalog_hash))
+    rows = []
+    for p in sorted(ws.load_all(_units(ctx)), key=lambda p: (p.spec.id, p.spec.version)):
+        entry = lock.get(p.key)
+        mine = results.get((p.spec.id, p.spec.version), [])
+        rows.append({"protocol": p.key, "title": p.spec.title, "frozen": entry is not None and entry.sha256 == p.sha256,
+                     "results": len(mine), "conclusion": conclusion_at(mine, manifest["catalog_hash"])})
+    lines = [f"{r['protocol']:<10} {'frozen' if r['frozen'] else 'unfrozen':<9} {r['title']}\n"
+             f"{'':<10} {r['conclusion']}" for r in rows]
+    out({"catalog_hash": manifest["catalog_hash"], "protocols": rows}, "\n".join(lines) or "no protocols", as_json)
+
+
 @experiment_app.command("freeze")
 def freeze_cmd(ctx: typer.Context, protocol: str = typer.Argument(..., help="Protocol id, e.g. E001 (or E001@2)."),
                directory: Path = DirOpt, as_json: bool = JsonOpt) -> None:
@@ -91,9 +117,9 @@ def audit_cmd(ctx: typer.Context, protocols: list[str] = typer.Argument(None, he
 def run_cmd(ctx: typer.Context, protocol: str = typer.Argument(..., help="Protocol id, e.g. E001."),
             stage: str = typer.Option("virtual", "--stage", help="virtual (the datacenter replay) or real "
                                       "(needs --observations)."),
-            replications: int = typer.Option(None, "--replications", help="Replications per arm (default: the "
-                                             "protocol's planned sample size)."),
-            seed: int = typer.Option(None, "--seed", help="Seed (default: the protocol's seed policy)."),
+            replications: int = replications_option(None, "Replications per arm (default: the protocol's "
+                                                                "planned sample size)."),
+            seed: int = seed_option(None, "Seed (default: the protocol's seed policy)."),
             workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
             observations: Path = typer.Option(None, "--observations", help="Measured observations (stage real): "
                                               "one file per real-validation requirement, <id>.<ext>."),

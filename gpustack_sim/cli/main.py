@@ -7,7 +7,8 @@ import sys
 
 import typer
 
-from gpustack_compiler.base.errors import CatalogError, GpustackError, InfrastructureError, InputError, ViolationError
+from gpustack_compiler.base.errors import (CatalogError, FindingError, GpustackError, InfrastructureError, InputError,
+                                     ViolationError)
 
 # Importing a command module registers its commands on the root app.
 from . import (calibration, catalog, diff, estimate, experiment, graph, learn, neo4j,  # noqa: F401
@@ -15,7 +16,8 @@ from . import (calibration, catalog, diff, estimate, experiment, graph, learn, n
 from .app import EXIT_FINDINGS, EXIT_INFRA, EXIT_OK, EXIT_USAGE, app, err
 
 PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
-EXIT_CODES = ((CatalogError, EXIT_FINDINGS), (ViolationError, EXIT_FINDINGS), (InputError, EXIT_USAGE), (InfrastructureError, EXIT_INFRA))
+EXIT_CODES = ((CatalogError, EXIT_FINDINGS), (ViolationError, EXIT_FINDINGS), (FindingError, EXIT_FINDINGS),
+              (InputError, EXIT_USAGE), (InfrastructureError, EXIT_INFRA))
 
 # The click typer parses with: click itself before typer 0.22, a vendored copy since (click is then not
 # installed at all), found through the module of typer's own usage-error class.

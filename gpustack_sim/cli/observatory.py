@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from .app import JsonOpt, app, engine, out, settings
+from .app import JsonOpt, app, engine, out, replications_option, seed_option, settings
 
 observatory = typer.Typer(no_args_is_help=True, help="The observatory: a static site that opens from file://.")
 app.add_typer(observatory, name="observatory")
@@ -23,11 +23,11 @@ def build_cmd(ctx: typer.Context,
                                                     "`gpustack simulate --out` to show."),
               simulate: list[Path] = typer.Option([], "--simulate", help="Run file to replay in the virtual "
                                                   "datacenter (default, without --simulation: every run file)."),
-              replications: int = typer.Option(3, "--replications", min=1, help="Replications per --simulate run."),
+              replications: int = replications_option(3, "Replications per --simulate run."),
               experiments: Path = typer.Option(None, "--experiments", help="Experiments folder (default: "
                                                "experiments/ beside the catalog, when there is one)."),
               samples: int = typer.Option(10000, "--samples", min=2, help="Monte Carlo samples per estimate."),
-              seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same site)."),
+              seed: int = seed_option(0, "Random seed (same seed, same site)."),
               as_json: bool = JsonOpt) -> None:
     """Build the site: cone explorer, root debt, one page per run, simulation and experiment."""
     from ..observatory import build_site

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out, pairs
+from .app import AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out, pairs, seed_option
 from .render import fmt, trace_lines
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -28,7 +28,7 @@ def resolve(ctx: typer.Context, target: str,
                                              "| uniform(low, high) | exponential(rate): Monte Carlo over this "
                                              "root (and the stochastic relations in the cone)."),
             samples: int = typer.Option(10000, "--samples", help="Monte Carlo sample count."),
-            seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
+            seed: int = seed_option(),
             workers: int = WorkersOpt, scheduler: str = SchedulerOpt,
             allow_violations: bool = AllowViolationsOpt,
             as_json: bool = JsonOpt, neo4j: bool = Neo4jOpt) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import typer
 
 from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_POWER_BINS, refuse_over
 
-from .app import AllowViolationsOpt, JsonOpt, app, engine, out
+from .app import AllowViolationsOpt, JsonOpt, app, engine, json_text, out, replications_option, seed_option
 from .render import fmt
 from .workers import SchedulerOpt, WorkersOpt, chunked
 
@@ -21,8 +23,8 @@ def simulate_cmd(ctx: typer.Context,
                  days: float = typer.Option(None, "--days", help="Simulate this many days of wallclock."),
                  to_budget: bool = typer.Option(False, "--to-budget", help="Simulate until the token budget is "
                                                 "trained (the default without --days)."),
-                 seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same output)."),
-                 replications: int = typer.Option(1, "--replications", min=1, help="Independent replications."),
+                 seed: int = seed_option(),
+                 replications: int = replications_option(1, "Independent replications."),
                  policy: str = typer.Option(None, "--policy", help="Checkpoint policy: fixed, daly (default) or "
                                             "adaptive; for a serving run the routing: round_robin, least_loaded "
                                             "(default) or kv_aware."),
@@ -50,6 +52,7 @@ def simulate_cmd(ctx: typer.Context,
                                                  "dispatch may defer (with --control shed).")
                  ) -> None:
     """Replay a training run with failures, checkpoints and recovery; figures with intervals over replications."""
+    from ..datacenter.api import horizon_s
     from ..engine.run_file import load_run, load_training_run
     from ..engine.serve_run import ServeRunSpec
 
@@ -76,9 +79,15 @@ def simulate_cmd(ctx: typer.Context,
         raise InputError("--interval goes with --policy fixed")
     if power_resolution is not None and not power_resolution > 0:
         raise InputError(f"--power-resolution: {power_resolution!r} s is not positive")
+    if out_dir is not None:
+        _check_out(out_dir)
     run = load_training_run(run_file)
     eng = engine(ctx, allow_violations=allow_violations)
     params, traces = eng.job_parameters(run)
+    if power_resolution is not None and out_dir is not None:
+        refuse_over(math.ceil(horizon_s(params, days) / power_resolution), MAX_POWER_BINS,
+                    f"--power-resolution {power_resolution:g} s: bins over the run's {horizon_s(params, days):,.6g} s "
+                    "(without failures)", "a coarser resolution")
     with chunked("replications", workers, scheduler) as (client, tick):
         result = eng.simulate(run, sites=sites_file, policy=policy, seed=seed, replications=replications, days=days,
                               interval_s=interval, client=client, progress=tick, parameters=params)
@@ -90,14 +99,19 @@ def simulate_cmd(ctx: typer.Context,
             f"  {p['field']:<28} {fmt(p['value'], None, p['units'])}  <- {p['variable']} ({p['trace']})"
             for p in data["parameters"]]
     if out_dir is not None:
-        from gpustack_compiler.base.atomic import write_text
-
-        result.write_parquet(out_dir / "events.parquet")
-        result.write_power_parquet(out_dir / "power.parquet", power_resolution)
-        result.write_timeline_png(out_dir / "timeline.png")
-        write_text(out_dir / "result.json", json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        # result.json holds what --json prints (a non-finite number as null)
+        result.write_folder(out_dir, json.loads(json_text(data)), power_resolution)
         lines.append(f"wrote {out_dir}/result.json, events.parquet, power.parquet, timeline.png")
     out(data, "\n".join(lines), as_json)
+
+
+def _check_out(folder: Path) -> None:
+    """The folder `--out` replaces as a whole: a new or empty one, or one simulate wrote before."""
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--out {folder}: not a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / "result.json").is_file():
+        raise InputError(f"--out {folder}: the folder holds files that are not a simulation's (it is replaced "
+                         "as a whole)", "pass a new or empty folder")
 
 
 _LABELS = {"useful_time_share": ("useful-time share (goodput)", "1", 1.0),

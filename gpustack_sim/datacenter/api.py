@@ -9,7 +9,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from gpustack_compiler.base.errors import InputError
-from gpustack_compiler.base.limits import MAX_SIMULATED_DAYS, refuse_over
+from gpustack_compiler.base.limits import (MAX_FAILURES_WITHOUT_PROGRESS, MAX_REPLICATIONS, MAX_SIMULATED_DAYS,
+                                          refuse_over)
 
 from ..distributed import Backend, chunk_ranges
 from ..distributed.chunks import Progress
@@ -19,7 +20,7 @@ from .parameters import JobParameters
 from .policies import Policy, make_policy
 from .results import SimulationResult
 from .simulation import Replay, Replication
-from .sites import Placement, Sites, place, single_site
+from .sites import Placement, Sites, place, single_site, storage_write_s
 
 SECONDS_PER_DAY = 86400
 # What a change of parallel layout leaves as it is: the work, the nodes, and the parts that can fail.
@@ -46,11 +47,12 @@ def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str |
         raise InputError("simulate: give days or to_budget")
     if days is not None and not days > 0:
         raise InputError(f"days: {days!r} is not positive")
+    refuse_over(replications, MAX_REPLICATIONS, "--replications")
     # Every simulated day adds events to the log: the horizon is bounded, whichever way it is given.
-    horizon_days = days if days is not None else (
-        params.token_budget / params.tokens_per_step * params.step_time_s / SECONDS_PER_DAY)
-    refuse_over(horizon_days, MAX_SIMULATED_DAYS, "days of wallclock to simulate" if days is not None else
-                "days of wallclock to simulate to the token budget (without failures)")
+    refuse_over(horizon_s(params, days) / SECONDS_PER_DAY, MAX_SIMULATED_DAYS, "days of wallclock to simulate"
+                if days is not None else "days of wallclock to simulate to the token budget (without failures)")
+    if interval_s is not None and days is None:
+        refuse_hopeless_interval(params, interval_s)
     chosen = policy if not isinstance(policy, str) else make_policy(
         policy, params.checkpoint_blocking_s, params.job_mtbf_s,
         interval_s if interval_s is not None else params.checkpoint_interval_s)
@@ -58,6 +60,12 @@ def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str |
         sites, params.nodes, params.gpus_per_node, params.model_sync_bits)
     horizon = None if days is None else to_ns(days * SECONDS_PER_DAY)
     layouts = dict(layouts or {})
+    if sites is not None:
+        # A checkpoint written faster than the catalog's storage allows is not written faster than the site's.
+        write_s = storage_write_s(sites, placement, params.nodes, params.checkpoint_bits)
+        if write_s > params.checkpoint_write_s:
+            params = dataclasses.replace(params, checkpoint_write_s=write_s)
+            layouts = {name: dataclasses.replace(lp, checkpoint_write_s=write_s) for name, lp in layouts.items()}
     for name, lp in layouts.items():
         for fld in SAME_IN_EVERY_LAYOUT:
             if getattr(lp, fld) != getattr(params, fld):
@@ -76,6 +84,30 @@ def simulate(params: JobParameters, *, sites: Sites | None = None, policy: str |
     parts = (backend or Backend()).map(_replay, shared, chunks, progress)
     runs = [r for part in parts for r in part]
     return SimulationResult.from_replications(params, placement, chosen.name, seed, days, runs, layouts)
+
+
+def horizon_s(params: JobParameters, days: float | None = None) -> float:
+    """The wallclock a replay covers: `days`, or the time to the token budget without failures (a lower bound)."""
+    if days is not None:
+        return days * SECONDS_PER_DAY
+    return params.token_budget / params.tokens_per_step * params.step_time_s
+
+
+def refuse_hopeless_interval(params: JobParameters, interval_s: float) -> None:
+    """InputError when a fixed checkpoint interval of `interval_s` expects more than
+    MAX_FAILURES_WITHOUT_PROGRESS failures before its first checkpoint completes: with failures at rate
+    1/MTBF, the stretch from one checkpoint to the next (the interval and its write, or the whole run when that
+    is shorter) ends before a failure with probability exp(-stretch/MTBF), so it takes exp(stretch/MTBF) - 1
+    failures on average. Such a replay would roll back to its start for ever."""
+    if not interval_s > 0 or not math.isfinite(interval_s):
+        raise InputError(f"--interval: {interval_s!r} s is not a positive finite number")
+    stretch = min(interval_s + params.checkpoint_write_s, horizon_s(params))
+    if params.job_mtbf_s > 0 and stretch / params.job_mtbf_s > math.log1p(MAX_FAILURES_WITHOUT_PROGRESS):
+        raise InputError(f"--interval: {interval_s:,.6g} s cannot complete a checkpoint before the next failure: "
+                         f"the job fails every {params.job_mtbf_s:,.6g} s on average, so a checkpoint every "
+                         f"{stretch:,.6g} s expects e^{stretch / params.job_mtbf_s:,.3g} failures first, over the "
+                         f"limit of {MAX_FAILURES_WITHOUT_PROGRESS:,}",
+                         "use an interval well below the mean time between failures, or --policy daly")
 
 
 def _replay(shared: tuple[JobParameters, Placement, Policy, int | None, dict[str, JobParameters]],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_POWER_BINS, refuse_over
 
 from .events import NS_PER_S, to_ns
 from .simulation import PHASES, Piece
@@ -44,6 +45,10 @@ def power_series(pieces: tuple[Piece, ...], site: str, resolution_s: float, wind
         raise InputError(f"power series: resolution {resolution_s!r} s is not positive")
     w0, w1 = window_ns
     step = to_ns(resolution_s)
+    if step < 1:
+        raise InputError(f"power series: resolution {resolution_s!r} s is under a nanosecond")
+    refuse_over(-(-(w1 - w0) // step), MAX_POWER_BINS, f"power series: bins of {resolution_s:g} s over "
+                f"{(w1 - w0) / NS_PER_S:,.6g} s", "a coarser resolution")
     edges = np.append(np.arange(w0, w1, step, dtype=np.int64), np.int64(w1))
     bins = len(edges) - 1
     node_ns = {ph: np.zeros(bins) for ph in PHASES}

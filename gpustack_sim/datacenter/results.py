@@ -5,12 +5,13 @@ never leaves half a file behind."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from gpustack_compiler.base.atomic import write_atomic
+from gpustack_compiler.base.atomic import digests, write_atomic, write_folder
 from gpustack_compiler.base.errors import InputError
 
 from .events import NS_PER_S, to_ns
@@ -167,6 +168,24 @@ class SimulationResult:
         from .timeline import draw_timeline
 
         write_atomic(path, lambda tmp: draw_timeline(self, tmp))
+
+    def write_folder(self, out: Path, summary: dict, resolution_s: float | None = None) -> None:
+        """`gpustack simulate --out`: result.json (`summary`, and the sha256 of each of FOLDER_FILES, so a reader
+        can tell a whole folder from a mix of two runs) beside the event log, the power series and the
+        timeline. The folder replaces `out` whole (gpustack_compiler.base.atomic.write_folder)."""
+        def fill(tmp: Path) -> None:
+            self.write_parquet(tmp / "events.parquet")
+            self.write_power_parquet(tmp / "power.parquet", resolution_s)
+            self.write_timeline_png(tmp / "timeline.png")
+            text = json.dumps({**summary, "files": digests(tmp, FOLDER_FILES)}, indent=2, sort_keys=True,
+                              default=str, allow_nan=False)
+            (tmp / "result.json").write_text(text + "\n", encoding="utf-8")
+
+        write_folder(out, fill)
+
+
+# The files a simulation folder holds beside result.json, which records their digests.
+FOLDER_FILES = ("events.parquet", "power.parquet", "timeline.png")
 
 
 def _excluded(variants: list[JobParameters]) -> tuple[str, ...]:

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.errors import FindingError, InputError
+from gpustack_compiler.base.limits import MAX_FAILURES_WITHOUT_PROGRESS
 
 from .events import NS_PER_S, EventKind, EventQueue, Priority, to_ns
 from .parameters import JobParameters
@@ -323,6 +324,8 @@ class Replay:
         self.k: int | None = None
         self.interval_s: float | None = None
         self.pos = self.ckpt_pos = self.anchor = 0
+        # The checkpoint position when it last advanced, and the failures since: a replay stalled too long stops.
+        self.progress_mark = self.stalled = 0
         self.last_ckpt_ns: int | None = None
         self.pending: tuple[int, int] | None = None  # (position, completion) of a write that outlived its run
         self.attempted = self.lost = self.ckpt_started = self.ckpt_completed = 0
@@ -655,6 +658,14 @@ class Replay:
             self._settle_idle(t)
             self._settle_checkpoint(t)
         self.pending = None  # a write still draining is lost with the job's state
+        if self.ckpt_pos > self.progress_mark:
+            self.progress_mark, self.stalled = self.ckpt_pos, 0
+        self.stalled += 1
+        if self.stalled > MAX_FAILURES_WITHOUT_PROGRESS:
+            raise FindingError(f"the replay makes no progress: {self.stalled - 1:,} failures in a row (the limit) "
+                               f"since a checkpoint last advanced, at step {self.ckpt_pos:,} of {self.total:,} "
+                               f"(checkpoint every {self.k:,} steps; the job fails every {self.p.job_mtbf_s:,.6g} s "
+                               "on average)", "checkpoint more often than the job fails")
         self.lost += self.pos - self.ckpt_pos
         self.pos = self.anchor = self.ckpt_pos
         while self.useful and self.useful[-1][0] >= self.pos:

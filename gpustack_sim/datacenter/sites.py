@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_SIMULATED_DAYS
 
 from .events import to_ns
 from .resources import signal_calendars
@@ -74,6 +75,10 @@ class SitesFile(_Strict):
 _DIMENSIONS = {"accelerator_power": "W", "base_power": "W", "cooling_limit": "W", "grid_limit": "W",
                "power_cap": "W", "storage_bandwidth": "bit/s", "bandwidth": "bit/s", "latency": "s",
                "start": "s", "end": "s", "duration": "s", "limit": "W"}
+# Fields that divide: a zero would leave nothing to divide by.
+_POSITIVE = ("accelerator_power", "bandwidth", "storage_bandwidth")
+# Every time in a sites file falls within the longest replay, so it is a whole number of nanoseconds.
+LONGEST_REPLAY_S = MAX_SIMULATED_DAYS * 86400.0
 
 
 @dataclass(frozen=True)
@@ -107,8 +112,8 @@ class Site:
 
     def accelerators_under(self, cap_w: float) -> int:
         """Accelerators a power cap of `cap_w` can feed after the site's base load."""
-        fed = math.floor((cap_w - self.base_power_w) / self.accelerator_power_w)
-        return max(0, min(self.accelerators, fed))
+        fed = (cap_w - self.base_power_w) / self.accelerator_power_w  # inf when the power is tiny
+        return max(0, math.floor(min(self.accelerators, fed)))
 
 
 @dataclass(frozen=True)
@@ -175,8 +180,27 @@ def sync_hops(sites: Sites, in_use: list[str], sync_bits: float) -> tuple[tuple[
         link = sites.link(a, b)
         if link is None:
             raise InputError(f"{sites.path}: links: the job spans {a} and {b} but no link joins them")
-        hops.append((link, to_ns(link.latency_s + sync_bits / link.bandwidth_bit_s)))
+        seconds = link.latency_s + sync_bits / link.bandwidth_bit_s
+        if not seconds <= LONGEST_REPLAY_S:
+            raise InputError(f"{sites.path}: links: a synchronisation over {link.name} takes {seconds:,.6g} s "
+                             f"({sync_bits:,.6g} bit at {link.bandwidth_bit_s:,.6g} bit/s after "
+                             f"{link.latency_s:,.6g} s), longer than the longest replay ({MAX_SIMULATED_DAYS:,} days)")
+        hops.append((link, to_ns(seconds)))
     return tuple(hops)
+
+
+def storage_write_s(sites: Sites, placement: Placement, nodes: int, checkpoint_bits: float) -> float:
+    """The longest time a site's checkpoint storage takes to absorb its share of one checkpoint: every node of
+    the job at a site writes its part at once, so they contend for the site's storage_bandwidth."""
+    slowest = 0.0
+    for name, n in placement.placed:
+        site = next(s for s in sites.sites if s.name == name)
+        seconds = checkpoint_bits * n / nodes / site.storage_bandwidth_bit_s
+        if not seconds <= LONGEST_REPLAY_S:
+            raise InputError(f"{sites.path}: sites: {name}: a checkpoint write takes {seconds:,.6g} s at its "
+                             f"storage_bandwidth, longer than the longest replay ({MAX_SIMULATED_DAYS:,} days)")
+        slowest = max(slowest, seconds)
+    return slowest
 
 
 def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
@@ -202,7 +226,14 @@ def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
             raise fail(loc, f"{value!r} is not a {_DIMENSIONS[loc[-1]]} quantity")
         if not math.isfinite(q.value) or q.value < 0:
             raise fail(loc, f"{value!r} is negative")
-        return q.value * unit.scale
+        v = q.value * unit.scale
+        if loc[-1] in _POSITIVE and not v > 0:
+            raise fail(loc, f"{value!r} is not positive")
+        if not math.isfinite(v):
+            raise fail(loc, f"{value!r} is not a finite number")
+        if _DIMENSIONS[loc[-1]] == "s" and v > LONGEST_REPLAY_S:
+            raise fail(loc, f"{value!r} is beyond the longest replay ({MAX_SIMULATED_DAYS:,} days)")
+        return v
 
     sites = []
     for i, s in enumerate(spec.sites):
@@ -211,8 +242,6 @@ def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
             raise fail(loc + ("accelerator",), f"unknown preset {s.accelerator!r}")
         values = {f: base(getattr(s, f), loc + (f,)) for f in ("accelerator_power", "base_power", "cooling_limit",
                                                                "grid_limit", "power_cap", "storage_bandwidth")}
-        if values["accelerator_power"] <= 0:
-            raise fail(loc + ("accelerator_power",), "must be positive")
         if values["power_cap"] > min(values["cooling_limit"], values["grid_limit"]):
             limit = "grid_limit" if values["grid_limit"] <= values["cooling_limit"] else "cooling_limit"
             raise fail(loc + ("power_cap",), f"{s.power_cap!r} is above {limit} {getattr(s, limit)!r}")

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from gpustack_compiler.base.errors import InfrastructureError, InputError
+from gpustack_compiler.base.limits import max_local_workers, refuse_over
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -26,6 +28,9 @@ def connect(workers: int | None = None, scheduler: str | None = None) -> Iterato
                          "--workers starts a local cluster; --scheduler joins an existing one")
     if workers is not None and workers < 1:
         raise InputError(f"--workers {workers}: at least 1")
+    if workers is not None:
+        refuse_over(workers, max_local_workers(), f"--workers (local processes on {os.cpu_count() or 1} core(s))",
+                    "join a larger cluster with --scheduler")
     if workers is None and scheduler is None:
         yield None
         return

@@ -15,7 +15,7 @@ ASSUMPTIONS = {
     "nonpositive": lambda v, shown: v <= 0,
     "nonzero": lambda v, shown: v != 0,
     "real": lambda v, shown: math.isfinite(v),
-    "integer": lambda v, shown: abs(shown - round(shown)) <= 1e-9 * max(1.0, abs(shown)),
+    "integer": lambda v, shown: math.isfinite(shown) and abs(shown - round(shown)) <= 1e-9 * max(1.0, abs(shown)),
 }
 
 

@@ -260,7 +260,10 @@ def observation_files(paths: list[Path]) -> list[Path]:
     out = []
     for p in paths:
         if p.is_dir():
-            out += sorted(q for q in p.glob("*.yaml") if q.is_file())
+            found = sorted(q for q in p.glob("*.yaml") if q.is_file())
+            if not found:
+                raise InputError(f"{p}: a folder with no observation files (*.yaml) in it")
+            out += found
         elif p.is_file():
             out.append(p)
         else:

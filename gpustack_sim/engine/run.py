@@ -6,7 +6,7 @@ onto variables and variant modes, so every figure an estimate shows is a catalog
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -19,6 +19,13 @@ MAX_COUNT = 2**53
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False):
+        """A copy validated as the file it stands for would be: pydantic's own copy skips validation, so a
+        512-GPU layout copied into a 1,024-GPU run (or a negative count) went through unchecked."""
+        copied = super().model_copy(update=update, deep=deep)
+        # The fields given, as given: the ones left unset stay unset (and take the same defaults).
+        return type(self).model_validate({k: getattr(copied, k) for k in copied.model_fields_set}) if update else copied
 
 
 class MoESpec(_Strict):

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpustack_compiler.language.models import parse_quantity
-from gpustack_compiler.base.errors import InputError, ViolationError
+from gpustack_compiler.base.errors import InputError, ResolveError, ViolationError
 from gpustack_compiler.manifest.records import Tables, VariableRecord
 from gpustack_compiler.manifest.source import GraphSource
 from gpustack_compiler.base.suggest import did_you_mean
@@ -106,9 +106,8 @@ class ScenarioBuilder:
             scenario.modes.extend(m for m in preset.get("modes", []) if m not in scenario.modes)
         for var, value in (assign or {}).items():
             scenario.assignments[var] = self.quantity(var, value, origin)
-        for var, key in (variants or {}).items():
-            self.variable(var, "--variant")
-            scenario.variants[var] = key
+        self._check_variants(variants or {})
+        scenario.variants.update(variants or {})
         for mode in modes:
             if mode not in self.variant_keys:
                 raise InputError(f"--mode {mode}: no variable has a variant keyed `{mode}`",
@@ -118,6 +117,21 @@ class ScenarioBuilder:
         if not self.allow_violations:
             self.refuse_violations(scenario)
         return scenario
+
+    def _check_variants(self, variants: Mapping[str, str]) -> None:
+        """InputError for a selection naming no variant (key or relation) of its variable: the resolver would
+        meet it only where the variable is in a target's cone, and ignore it elsewhere."""
+        if not variants:
+            return
+        defs = self.source.relations_defining(list(variants))
+        for var, key in variants.items():
+            self.variable(var, "--variant")
+            mine = [d for d in defs if d.get("defines") == var]
+            if not any(key in (d.get("variant"), d["name"]) for d in mine):
+                keys = sorted(d["variant"] for d in mine if d.get("variant"))
+                raise ResolveError(f"--variant {var}={key}: `{var}` has no variant `{key}`",
+                                 did_you_mean(key, keys) or (f"choices: {', '.join(keys)}" if keys
+                                                             else f"`{var}` has no variants"))
 
     def refuse_violations(self, scenario: Scenario) -> None:
         """ViolationError for the first assigned value outside its variable's assumptions or bounds."""

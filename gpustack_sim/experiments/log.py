@@ -28,6 +28,16 @@ def artifacts(ws: Workspace) -> list[tuple[str, Artifact]]:
     return sorted(found, key=lambda x: (x[1].protocol.id, x[1].protocol.version, x[1].stage, x[1].run_id))
 
 
+def conclusion_at(results: list[tuple[str, str, str]], catalog_hash: str) -> str:
+    """What a protocol concluded at a catalog, from its results as (conclusion, stage, catalog hash). Artifacts
+    carry no time (they are byte-deterministic), so "latest" has no order to go by: the results that answer
+    for `catalog_hash` are the current ones, and any others are older."""
+    current = sorted({f"{c} ({stage} stage)" for c, stage, h in results if h == catalog_hash})
+    if current:
+        return "; ".join(current)
+    return f"not run at this catalog ({len(results)} result(s) at earlier ones)" if results else "not run"
+
+
 def render(ws: Workspace) -> str:
     items = artifacts(ws)
     lines = [HEADER]

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.limits import MAX_REPLICATIONS, refuse_over
 
 from ..distributed import Backend, chunk_ranges
 from ..distributed.chunks import Progress
@@ -76,6 +77,7 @@ def run_protocol(ref: str, *, workspace: Workspace, engine_factory, stage: str =
     n = spec.planned_sample_size if replications is None else replications
     if n < 1:
         raise InputError(f"--replications {n}: at least 1")
+    refuse_over(n, MAX_REPLICATIONS, "--replications")
     seed = spec.seed_policy.default_seed if seed is None else seed
     if seed < 0:
         raise InputError(f"--seed {seed}: not negative")

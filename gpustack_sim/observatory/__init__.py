@@ -42,7 +42,7 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
     named on the pages relative to `home` (the repository), so the site does not depend on where it is."""
     from .collect import (Observatory, catalog_data, experiments_data, run_view, simulation_from_engine,
                           simulation_from_folder)
-    from .render import write
+    from .render import check_out, write
 
     manifest = getattr(engine.source, "manifest", None)
     if manifest is None:
@@ -50,8 +50,16 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
     for p in [*runs, *simulate_runs]:
         if not Path(p).is_file():
             raise InputError(f"run file {p} not found")
+    check_out(Path(out))  # before any estimate or replay
     catalog, debt = catalog_data(manifest, engine.source)
     obs = Observatory(catalog, debt)
+    if experiments is not None:
+        # Read first: a folder that is not there, or holds no protocol, is refused before any estimate runs.
+        if not Path(experiments).is_dir():
+            raise InputError(f"experiments folder {experiments} not found")
+        obs.experiments = experiments_data(Path(experiments), engine.units)
+        if not obs.experiments:
+            raise InputError(f"experiments folder {experiments}: no protocols in it")
     base = Path(home).resolve() if home is not None else Path.cwd()
 
     def shown(p) -> str:
@@ -67,8 +75,6 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
             # A run the datacenter cannot replay yet (a checkpoint time with no source, say) is named with
             # the reason on the front page; the rest of the site is still built.
             obs.skipped.append((f"simulation of {shown(p)}", str(exc)))
-    if experiments is not None:
-        obs.experiments = experiments_data(Path(experiments), engine.units)
     root = Path(out)
     files = write(obs, root, manifest.get("catalog_hash", ""))
     digest = hashlib.sha256()

@@ -103,7 +103,7 @@ def cone_graph() -> dict:
 
 
 def progress(sim: dict) -> dict:
-    line = alt.Chart(alt.Data(values=sim["progress"])).mark_line(interpolate="step-after").encode(
+    line = alt.Chart(alt.Data(values=sim["progress"])).mark_line().encode(
         x=alt.X("day:Q", title="days"), y=alt.Y("position:Q", title="steps kept (position)"),
         tooltip=[alt.Tooltip("day:Q", format=".3f"), alt.Tooltip("position:Q")])
     fails = alt.Chart(alt.Data(values=sim["failures"])).mark_rule(strokeDash=[3, 2]).encode(

@@ -11,9 +11,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpustack_compiler.base.atomic import mismatched
 from gpustack_compiler.base.errors import InputError
 
 from ..analyses.breakdown import breakdown
+from ..datacenter.results import FOLDER_FILES
 
 # The figures a run page draws as parts: (figure label or variable, split its parts once more).
 BREAKDOWNS = (("training.t_step", False), ("econ.cost.per_token", True))
@@ -137,11 +139,14 @@ def _series(log_rows: list[dict], power_rows: list[dict]) -> tuple[list, list, l
     """Progress (step position over days), failures (day, cause) and node power by phase (kW) of the
     first replication, from the event log and power series a simulation writes."""
     day = 86400e9
-    progress, failures = [{"day": 0.0, "position": 0}], []
+    progress, failures = [], []
     for row in log_rows:
         if row["replication"] != 0:
             continue
         if row["kind"] == "compute":
+            # Both ends of each stretch of compute, as the replay has it (and timeline.png draws it): the steps
+            # grow through the stretch, and a rollback shows as the next stretch starting lower.
+            progress.append({"day": row["time_ns"] / day, "position": row["position"]})
             progress.append({"day": (row["time_ns"] + row["duration_ns"]) / day, "position": row["position"] + row["count"]})
         elif row["kind"] == "failure":
             failures.append({"day": row["time_ns"] / day, "cause": row["cause"] or "unknown"})
@@ -151,7 +156,7 @@ def _series(log_rows: list[dict], power_rows: list[dict]) -> tuple[list, list, l
         for key, value in sorted(row.items()):
             if key.endswith("_w") and value == value:  # NaN: a phase with no catalog power where it runs
                 power.append({"day": mid, "site": row["site"], "phase": key[:-2], "kw": value / 1e3})
-    return _thin(progress), failures, power
+    return _thin(progress or [{"day": 0.0, "position": 0}]), failures, power
 
 
 def simulation_from_engine(engine, path: Path, shown: str, replications: int, seed: int) -> SimulationView:
@@ -182,6 +187,14 @@ def simulation_from_folder(folder: Path, shown: str) -> SimulationView:
         raise InputError(f"--simulation {shown}: no {', '.join(absent)}", "pass a folder written by "
                          "`gpustack simulate --out`")
     result = json.loads(files["result.json"].read_text(encoding="utf-8"))
+    recorded = result.get("files") if isinstance(result, dict) else None
+    if not isinstance(recorded, dict) or set(recorded) != set(FOLDER_FILES):
+        raise InputError(f"--simulation {shown}: result.json records no hashes of its companion files",
+                         "write the folder again with `gpustack simulate --out`")
+    changed = mismatched(folder, recorded)
+    if changed:
+        raise InputError(f"--simulation {shown}: {', '.join(changed)} not the file(s) result.json records (a "
+                         "folder mixing two runs, or changed since)", "write it again with `gpustack simulate --out`")
     log_rows = pq.read_table(files["events.parquet"]).to_pylist()
     power_rows = pq.read_table(files["power.parquet"]).to_pylist()
     progress, failures, power = _series(log_rows, power_rows)
@@ -195,8 +208,6 @@ def experiments_data(directory: Path, units) -> list[dict]:
     from ..experiments.log import artifacts
     from ..experiments.workspace import Workspace
 
-    if not directory.is_dir():
-        return []
     ws = Workspace.at(directory)
     lock = ws.lock()
     results: dict[str, list[dict]] = {}

@@ -8,13 +8,14 @@ byte-identical files."""
 from __future__ import annotations
 
 import json
-import shutil
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from gpustack_compiler.base.atomic import write_folder
 from gpustack_compiler.base.errors import InputError
 
+from ..experiments.log import conclusion_at
 from . import charts
 from .collect import Observatory
 
@@ -50,31 +51,38 @@ def vega_bundle() -> str:
 def _environment():
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+    # finalize: a value a page prints that is absent (None) shows as a dash, never the literal `None`.
     env = Environment(loader=PackageLoader("gpustack_sim.observatory", "templates"),
-                      autoescape=select_autoescape(["html"]), undefined=StrictUndefined, keep_trailing_newline=True)
+                      autoescape=select_autoescape(["html"]), undefined=StrictUndefined, keep_trailing_newline=True,
+                      finalize=lambda value: "–" if value is None else value)
     env.filters["num"] = _num
     env.policies["json.dumps_kwargs"] = {"sort_keys": True}
     return env
 
 
-def prepare(out: Path) -> None:
-    """An empty folder to write into: a new one, an empty one, or one this command wrote before."""
+def check_out(out: Path) -> None:
+    """The folder a build replaces as a whole: a new one, an empty one, or one this command wrote before."""
     if out.exists():
         if not out.is_dir():
             raise InputError(f"--out {out}: not a folder")
         if any(out.iterdir()) and not (out / MARKER).is_file():
             raise InputError(f"--out {out}: the folder holds files that are not an observatory site",
                              "pass an empty or new folder")
-        shutil.rmtree(out)
-    (out / "assets").mkdir(parents=True)
-    (out / "data").mkdir()
 
 
 def write(obs: Observatory, out: Path, catalog_hash: str) -> list[str]:
-    """Every file of the site under `out`; returns their paths relative to it, in order."""
-    prepare(out)
-    env = _environment()
+    """Every file of the site, built in a folder beside `out` that then takes its place whole (a killed build
+    leaves the previous site as it was); returns their paths relative to it, in order."""
+    check_out(out)
     written: list[str] = []
+    write_folder(out, lambda tmp: _fill(obs, tmp, catalog_hash, written))
+    return written
+
+
+def _fill(obs: Observatory, out: Path, catalog_hash: str, written: list[str]) -> None:
+    (out / "assets").mkdir()
+    (out / "data").mkdir()
+    env = _environment()
 
     def put(rel: str, text: str) -> None:
         (out / rel).write_text(text, encoding="utf-8", newline="\n")
@@ -124,9 +132,9 @@ def write(obs: Observatory, out: Path, catalog_hash: str) -> list[str]:
     listed = []
     for e in obs.experiments:
         href = f"experiment-{e['id']}-v{e['version']}.html"
-        listed.append({**e, "href": href})
+        listed.append({**e, "href": href, "conclusion": conclusion_at(
+            [(r["conclusion"], r["stage"], r["catalog_hash"]) for r in e["results"]], catalog_hash)})
         specs = [charts.metrics(r, r["falsifiers"]) for r in e["results"]]
         page("experiment.html", href, title=f"{e['id']} v{e['version']}: {e['spec']['title']}", e=e, charts=specs,
              plain=PLAIN, body_class="depth-plain")
     page("experiments.html", "experiments.html", title="Experiments", experiments=listed)
-    return written

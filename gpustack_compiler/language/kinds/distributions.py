@@ -30,6 +30,17 @@ def _holds(*conditions) -> bool:
     return all(bool(c.all()) if hasattr(c, "all") else bool(c) for c in conditions)
 
 
+def _phi(z: float) -> float:
+    """The standard normal distribution function; a point mass (z = +-inf) steps at its value."""
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+
+
+def _standardised(x: float, centre: float, spread: float) -> float:
+    if spread > 0:
+        return (x - centre) / spread
+    return math.inf if x >= centre else -math.inf
+
+
 def _lognormal(p: dict, z: np.ndarray) -> np.ndarray:
     import numpy as np  # only Monte Carlo needs numpy; checking a catalog does not
 
@@ -46,6 +57,7 @@ class Family:
     transform: Callable[[dict, np.ndarray], np.ndarray]
     domain: Callable[[dict], bool]  # whether parameter values (floats or arrays) are allowed
     domain_text: str
+    cdf: Callable[[dict, float], float]  # P(X <= x) at float parameters
 
     @property
     def signature(self) -> str:
@@ -63,25 +75,30 @@ NORMAL = Family(
     mean=lambda p: p["mean"],
     noise=lambda rng, n: rng.standard_normal(n),
     transform=lambda p, z: p["mean"] + p["sd"] * z,
-    domain=lambda p: _holds(p["sd"] >= 0), domain_text="sd >= 0")
+    domain=lambda p: _holds(p["sd"] >= 0), domain_text="sd >= 0",
+    cdf=lambda p, x: _phi(_standardised(x, p["mean"], p["sd"])))
 LOGNORMAL = Family(
     "lognormal", {"median": 1, "sigma": 0}, "lognormal(median {median:g}, sigma {sigma:g})",
     mean=lambda p: p["median"] * _exp(p["sigma"] ** 2 / 2),
     noise=lambda rng, n: rng.standard_normal(n),
     transform=_lognormal,
-    domain=lambda p: _holds(p["median"] > 0, p["sigma"] >= 0), domain_text="median > 0 and sigma >= 0")
+    domain=lambda p: _holds(p["median"] > 0, p["sigma"] >= 0), domain_text="median > 0 and sigma >= 0",
+    cdf=lambda p, x: _phi(_standardised(math.log(x), math.log(p["median"]), p["sigma"])) if x > 0 else 0.0)
 UNIFORM = Family(
     "uniform", {"low": 1, "high": 1}, "uniform({low:g}, {high:g})",
     mean=lambda p: (p["low"] + p["high"]) / 2,
     noise=lambda rng, n: rng.random(n),
     transform=lambda p, u: p["low"] + (p["high"] - p["low"]) * u,
-    domain=lambda p: _holds(p["low"] <= p["high"]), domain_text="low <= high")
+    domain=lambda p: _holds(p["low"] <= p["high"]), domain_text="low <= high",
+    cdf=lambda p, x: (min(1.0, max(0.0, (x - p["low"]) / (p["high"] - p["low"]))) if p["high"] > p["low"]
+                      else float(x >= p["low"])))
 EXPONENTIAL = Family(
     "exponential", {"rate": -1}, "exponential(rate {rate:g})",
     mean=lambda p: 1 / p["rate"],
     noise=lambda rng, n: rng.standard_exponential(n),
     transform=lambda p, e: (1 / p["rate"]) * e,
-    domain=lambda p: _holds(p["rate"] > 0), domain_text="rate > 0")
+    domain=lambda p: _holds(p["rate"] > 0), domain_text="rate > 0",
+    cdf=lambda p, x: -math.expm1(-p["rate"] * x) if x > 0 else 0.0)
 
 DISTRIBUTIONS: dict[str, Family] = {f.name: f for f in (NORMAL, LOGNORMAL, UNIFORM, EXPONENTIAL)}
 

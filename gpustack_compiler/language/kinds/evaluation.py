@@ -7,6 +7,7 @@ expressions in the roots that are still missing (or sampled).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -94,15 +95,20 @@ def substitute(expr, subs: dict):
 
 
 def num(expr) -> Value:
-    """A float when the expression is a real number, else the (symbolic) expression."""
+    """A float when the expression is a real number, else the (symbolic) expression. A value that is not
+    finite (a division by zero, an overflow) is undefined: the figure it feeds is not resolved, with the
+    reason, rather than carried on as inf or NaN."""
     if isinstance(expr, float):
-        return expr
-    if expr.is_number:
+        v = complex(expr)
+    elif expr.is_number:
         v = complex(expr.evalf(17))
-        if abs(v.imag) > 1e-12 * max(1.0, abs(v.real)):
-            raise UndefinedValue(f"it evaluated to a complex number ({v})")
-        return float(v.real)
-    return expr
+    else:
+        return expr
+    if not (math.isfinite(v.real) and math.isfinite(v.imag)):
+        raise UndefinedValue("it is not finite (a division by zero or an overflow)")
+    if abs(v.imag) > 1e-12 * max(1.0, abs(v.real)):
+        raise UndefinedValue(f"it evaluated to a complex number ({v})")
+    return float(v.real)
 
 
 def truth(expr) -> str:

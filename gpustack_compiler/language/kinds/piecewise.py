@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy
 
 from .base import RelationKind
-from .evaluation import Outcome, by_name, num, substitute, sympify
+from .evaluation import Outcome, UndefinedValue, by_name, num, substitute, sympify
 
 
 class Piecewise(RelationKind):
@@ -46,6 +46,9 @@ class Piecewise(RelationKind):
             if cond is sympy.true:
                 note = f"piece {i + 1} of {len(rel['pieces'])}"
                 break
+        if not pieces:
+            # No otherwise piece: the relation defines the variable only where one of its conditions holds.
+            raise UndefinedValue("it is defined only where " + " or ".join(p["when"] for p in rel["pieces"]))
         return Outcome(num(_otherwise_nan(pieces)), inputs, note)
 
 
