@@ -51,7 +51,7 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
         if not Path(p).is_file():
             raise InputError(f"run file {p} not found")
     catalog, debt = catalog_data(manifest, engine.source)
-    obs = Observatory(catalog, debt)
+    obs = Observatory(catalog, debt, engine.facts.breakdowns)
     base = Path(home).resolve() if home is not None else Path.cwd()
 
     def shown(p) -> str:
