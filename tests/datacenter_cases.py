@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numpy as np
 
+from gpustack_compiler.build import pipeline
+from gpustack_compiler.manifest.records import Tables
 from gpustack_sim.datacenter import FailureClass, JobParameters
-from gpustack_sim.datacenter.parameters import BYTES_PER_PARAM_VARIABLE, PARAMS_VARIABLE
 from gpustack_sim.datacenter.policies import FixedInterval
+from gpustack_sim.engine.facts import Facts, TrainingReplay
 from gpustack_sim.datacenter.simulation import Replay
 from gpustack_sim.datacenter.sites import single_site
 from helpers import REPO  # noqa: F401  (the datacenter tests take it from here)
@@ -21,12 +24,19 @@ VALUES = {"training.t_step": 60.0, "training.t_exposed_comm": 6.0, "arch.tokens_
           "cluster.ckpt.interval": 1200.0, "cluster.rel.t_detect": 200.0, "cluster.rel.t_reinit": 300.0,
           "cluster.sched.t_requeue": 0.0, "cluster.job.n_nodes": 16.0, "cluster.node.n_gpus": 8.0,
           "par.n_gpus": 128.0, "cluster.rel.job_mtbf": 6 * HOUR, "cluster.node.it_power_measured": 8000.0,
-          PARAMS_VARIABLE: 1e9, BYTES_PER_PARAM_VARIABLE: 16.0}
+          "arch.params.total": 1e9, "precision.bytes_per_param": 16.0}
+
+
+@functools.cache
+def binding() -> TrainingReplay:
+    """The training replay's bindings in the repository's catalog (which VALUES's keys must be)."""
+    manifest = pipeline.run(REPO / "catalog", None, write_manifest=False, use_cache=False).manifest
+    return Facts(Tables.parse(manifest)).training_replay
 
 
 def job(rate_per_hour: float = 1 / 6, **changes) -> JobParameters:
     classes = (FailureClass("software", "cluster.rel.job_software_failure_rate", rate_per_hour / HOUR, "job", 1.0),)
-    return dataclasses.replace(JobParameters.from_values(VALUES, classes), **changes)
+    return dataclasses.replace(JobParameters.from_values(VALUES, binding(), classes), **changes)
 
 
 def replay(params, policy=None, seed=0, horizon_ns=None, placement=None):

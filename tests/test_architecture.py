@@ -145,3 +145,34 @@ def test_the_checker_reads_function_local_and_type_only_imports():
     assert "gpustack_sim.engine.context" in IMPORTS["gpustack_sim.datacenter.from_engine"]
     assert "gpustack_sim.engine.context" not in RUNTIME_IMPORTS["gpustack_sim.datacenter.from_engine"]
     assert _layer("gpustack_sim.cli.app")[1] > _layer("gpustack_sim.engine.resolver")[1]
+
+
+def _catalog_names_written(root: Path, names: set[str]) -> list[str]:
+    """`file:line: name` for each string constant of the datacenter, observatory and CLI that is a variable
+    of the compiled catalog (f-string pieces count: they are constants too)."""
+    found = []
+    for package in ("datacenter", "observatory", "cli"):
+        for path in sorted((root / "gpustack_sim" / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value}")
+    return found
+
+
+def test_no_catalog_name_is_written_in_the_datacenter_observatory_or_cli(real_manifest):
+    """Facts about the catalog live in the catalog: these packages take the variables they read from its
+    bindings (catalog/bindings/*.yaml, through engine/facts.py), so a renamed variable is the compiler's
+    finding, not a silent miss at run time."""
+    names = set(real_manifest["variables"])
+    assert "training.t_step" in names  # the check has names to look for
+    found = _catalog_names_written(ROOT, names)
+    assert not found, "catalog names written in code (bind them in catalog/bindings/):\n" + "\n".join(found)
+
+
+def test_the_catalog_name_check_finds_a_name_in_code(tmp_path, real_manifest):
+    planted = tmp_path / "gpustack_sim" / "observatory" / "planted.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('SHOWN = ("training.t_step", f"{1}econ.cost.per_token")\nNOT_A_NAME = "training.t_step.x"\n')
+    assert _catalog_names_written(tmp_path, set(real_manifest["variables"])) == [
+        "gpustack_sim/observatory/planted.py:1: training.t_step",
+        "gpustack_sim/observatory/planted.py:1: econ.cost.per_token"]

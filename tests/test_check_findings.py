@@ -34,6 +34,12 @@ def binding(kind: str, body: str) -> tuple[str, str]:
 FIGURES = ("figures:\n  - {{label: step time, variable: {figure}}}\n"
            "memory: {{per_gpu: training.t_step, capacity: training.t_step, buffers: training.t_comm}}\n"
            "objectives:\n  step_time: {{variable: training.t_step, best: min}}\n")
+TRAINING_REPLAY = ("parameters:\n  - {{field: step_time_s, variable: training.t_step}}\n"
+                   "model_sync: {{params: training.t_step, bytes_per_param: training.t_comm}}\n"
+                   "job_failure_rate: {{variable: training.t_step, fleet_variant: turbo}}\n"
+                   "fleet_class: {{name: fleet, rate: training.t_comm, per: node}}\n"
+                   "failure_classes:\n  - {{name: gpu, rate: {rate}, per: gpu}}\n"
+                   "aggregate_classes:\n  - {{name: any, rate: training.t_comm, per: gpu, parts: [gpus]}}\n")
 MEASURED = ("columns:\n  - {column: model, field: name}\nhardware:\n"
             "  gpu_x: {presets: [no_such_preset], description: d}\nprecision: {}\n"
             "measures:\n  - {column: seconds, variable: training.t_step}\n")
@@ -121,6 +127,10 @@ CASES = [
                                        "    values: {fast: quick}\n"), 6),
     ("binding.unknown-variant", *binding("run_fields", "variables: []\nmodes:\n  - {always: turbo, reason: r}\n"), 4),
     ("binding.unknown-preset", *binding("measured_runs", MEASURED), 5),
+    # The training replay's failure classes: their rates, the fleet variant and the parts an aggregate replaces.
+    ("binding.unknown-variable", *binding("training_replay", TRAINING_REPLAY.format(rate="training.t_stepx")), 8),
+    ("binding.unknown-variant", *binding("training_replay", TRAINING_REPLAY.format(rate="training.t_step")), 5),
+    ("binding.unknown-class", *binding("training_replay", TRAINING_REPLAY.format(rate="training.t_step")), 10),
     ("binding.duplicate", *binding("calibration_fit", "parameters:\n"
                                    "  - {key: eff, roots: [training.t_compute], initial: 1, low: 0, high: 2}\n"
                                    "held:\n  - {variable: training.t_compute, value: 1, units: s, reason: r}\n"), 5),

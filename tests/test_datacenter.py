@@ -13,12 +13,11 @@ import pytest
 from gpustack_compiler.base.errors import InputError
 from gpustack_sim.datacenter import FailureClass, JobParameters, simulate
 from gpustack_sim.datacenter.events import to_ns
-from gpustack_sim.datacenter.parameters import CATALOG_PARAMETERS
 from gpustack_sim.datacenter.policies import FixedInterval, Observation, SetCheckpointInterval, daly_interval
 from gpustack_sim.datacenter.simulation import Replay
 from gpustack_sim.datacenter.sites import load_sites, place
 
-from datacenter_cases import HOUR, REPO, VALUES, job, replay
+from datacenter_cases import HOUR, REPO, VALUES, binding, job, replay
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +37,14 @@ def test_from_values_names_every_missing_variable():
     values = dict(VALUES)
     del values["training.t_step"], values["cluster.ckpt.t_load"]
     with pytest.raises(InputError, match="training.t_step, cluster.ckpt.t_load"):
-        JobParameters.from_values(values)
-    assert set(CATALOG_PARAMETERS) <= {f.name for f in dataclasses.fields(JobParameters)}
+        JobParameters.from_values(values, binding())
+    assert {f for f, _, _ in binding().parameters} <= {f.name for f in dataclasses.fields(JobParameters)}
 
 
 def test_negative_failure_rate_is_refused():
     bad = (FailureClass("gpu", "cluster.rel.gpu_die_failure_rate", -1e-9, "gpu", 1.0),)
     with pytest.raises(InputError, match="cluster.rel.gpu_die_failure_rate"):
-        JobParameters.from_values(VALUES, bad)
+        JobParameters.from_values(VALUES, binding(), bad)
 
 
 def test_no_failures_wallclock_is_compute_plus_checkpoints_exactly():

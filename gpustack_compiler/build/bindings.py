@@ -129,6 +129,14 @@ def _figures(c: _Checker) -> None:
         c.name(("memory", "parts", i), name)
     for key, objective in spec.objectives.items():
         c.name(("objectives", key, "variable"), objective.variable)
+    if spec.breakdowns is not None:
+        for part in ("step", "cost"):
+            bd = getattr(spec.breakdowns, part)
+            c.name(("breakdowns", part, "variable"), bd.variable)
+            for i, g in enumerate(bd.groups):
+                c.name(("breakdowns", part, "groups", i, "variable"), g.variable)
+            c.unique([(("breakdowns", part, "groups", i, "variable"), g.variable) for i, g in enumerate(bd.groups)],
+                     "grouped part")
 
 
 def _calibration_fit(c: _Checker) -> None:
@@ -212,9 +220,42 @@ def _serve_replay(c: _Checker) -> None:
     c.unique([(("parameters", i, "field"), p.field) for i, p in enumerate(spec.parameters)], "replay parameter")
 
 
+def _training_replay(c: _Checker) -> None:
+    spec: m.TrainingReplayFile = c.spec
+    for i, p in enumerate(spec.parameters):
+        c.name(("parameters", i, "variable"), p.variable)
+    c.unique([(("parameters", i, "field"), p.field) for i, p in enumerate(spec.parameters)], "replay parameter")
+    c.name(("model_sync", "params"), spec.model_sync.params)
+    c.name(("model_sync", "bytes_per_param"), spec.model_sync.bytes_per_param)
+    c.name(("job_failure_rate", "variable"), spec.job_failure_rate.variable)
+    c.mode(("job_failure_rate", "fleet_variant"), spec.job_failure_rate.fleet_variant)
+    classes = [(("fleet_class",), spec.fleet_class)] + [(("failure_classes", i), f)
+                                                        for i, f in enumerate(spec.failure_classes)]
+    for loc, f in classes:
+        c.name((*loc, "rate"), f.rate)
+        if f.count is not None:
+            c.name((*loc, "count"), f.count)
+    for i, a in enumerate(spec.aggregate_classes):
+        c.name(("aggregate_classes", i, "rate"), a.rate)
+    c.unique([((*loc, "name"), f.name) for loc, f in classes]
+             + [(("aggregate_classes", i, "name"), a.name) for i, a in enumerate(spec.aggregate_classes)],
+             "failure class")
+    component = {f.name for f in spec.failure_classes}
+    claimed: set[str] = set()
+    for i, a in enumerate(spec.aggregate_classes):
+        for j, part in enumerate(a.parts):
+            at = ("aggregate_classes", i, "parts", j)
+            if part not in component:
+                c.add(at, "binding.unknown-class",
+                      with_suggestion(f"no failure class is named `{part}`", part, sorted(component)))
+            elif part in claimed:
+                c.add(at, "binding.duplicate", f"failure class `{part}` is already in another aggregate")
+            claimed.add(part)
+
+
 CHECKS = {"run_fields": _run_fields, "measured_runs": _measured_runs, "figures": _figures,
           "calibration_fit": _calibration_fit, "serve_fields": _run_fields, "serve_figures": _serve_figures,
-          "serve_replay": _serve_replay}
+          "serve_replay": _serve_replay, "training_replay": _training_replay}
 
 
 def check_bindings(cat: Catalog) -> None:

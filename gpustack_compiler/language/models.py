@@ -487,12 +487,36 @@ class Objective(Strict):
     best: Literal["max", "min"]
 
 
+class CostGroup(Strict):
+    variable: Name
+    group: Annotated[str, Field(min_length=1, description="The group its part is drawn in (capital, energy, ...).")]
+
+
+class Breakdown(Strict):
+    """A figure drawn as its parts."""
+
+    variable: Name
+    split: Annotated[bool, Field(description="Split each part once more.")] = False
+    groups: list[CostGroup] = Field(default_factory=list, description=(
+        "The group of a part (or of the part it was split from); a part named nowhere is `other`."))
+
+
+class Breakdowns(Strict):
+    """What a run page of the observatory and `gpustack estimate --plot` draw as parts: the step time as a
+    waterfall, the cost per token as a stacked bar."""
+
+    step: Breakdown
+    cost: Breakdown
+
+
 class FiguresFile(Strict):
-    """catalog/bindings/figures.yaml: the estimate's figures, its memory fit, and the sweep's objectives."""
+    """catalog/bindings/figures.yaml: the estimate's figures, its memory fit, the sweep's objectives and
+    the breakdowns drawn."""
 
     figures: Annotated[list[FigureBinding], Field(min_length=1)]
     memory: MemoryBinding
     objectives: Annotated[dict[Key, Objective], Field(min_length=1)]
+    breakdowns: Breakdowns | None = None
 
 
 class FitParameter(Strict):
@@ -608,7 +632,7 @@ class ServeFiguresFile(Strict):
 
 
 class ReplayParameter(Strict):
-    """A parameter of the serving replay and the catalog variable that supplies it (in base units)."""
+    """A parameter of a datacenter replay and the catalog variable that supplies it (in base units)."""
 
     field: Key
     variable: Name
@@ -624,6 +648,54 @@ class ServeReplayFile(Strict):
     parameters: Annotated[list[ReplayParameter], Field(min_length=1)]
 
 
+Exposure = Literal["gpu", "node", "link", "switch", "job"]
+
+
+class FailureClassBinding(Strict):
+    """Independent exponential failures of one kind of part: `rate` per part, `count` parts of it per
+    exposure unit `per` (one without `count`)."""
+
+    name: Key
+    rate: Name
+    per: Exposure
+    count: Name | None = None
+
+
+class AggregateClass(Strict):
+    """A per-GPU or per-node rate a preset may assign instead of the rates of its parts."""
+
+    name: Key
+    rate: Name
+    per: Exposure
+    parts: Annotated[list[Key], Field(min_length=1, description="Names of the failure classes it replaces.")]
+
+
+class ModelSync(Strict):
+    """What a cross-site synchronisation moves: `params` parameters of `bytes_per_param` each."""
+
+    params: Name
+    bytes_per_param: Name
+
+
+class JobFailureRate(Strict):
+    variable: Name
+    fleet_variant: Annotated[Key, Field(description=(
+        "When `variable` resolves through this variant the fleet class replaces the component classes: "
+        "a fleet-measured per-node rate already lumps every infrastructure part."))]
+
+
+class TrainingReplayFile(Strict):
+    """catalog/bindings/training_replay.yaml: what the virtual datacenter's training replay reads from a
+    training run's resolution, and the kinds of part whose failures interrupt the job."""
+
+    parameters: Annotated[list[ReplayParameter], Field(min_length=1)]
+    model_sync: ModelSync
+    job_failure_rate: JobFailureRate
+    fleet_class: FailureClassBinding
+    failure_classes: Annotated[list[FailureClassBinding], Field(min_length=1)]
+    aggregate_classes: list[AggregateClass] = Field(default_factory=list)
+
+
 # File name under catalog/bindings/ -> its kind (the key of its table in the manifest's `bindings`).
 BINDING_FILES: dict[str, tuple[str, type[Strict]]] = {
     "run_fields.yaml": ("run_fields", RunFieldsFile),
@@ -633,6 +705,7 @@ BINDING_FILES: dict[str, tuple[str, type[Strict]]] = {
     "serve_fields.yaml": ("serve_fields", RunFieldsFile),
     "serve_figures.yaml": ("serve_figures", ServeFiguresFile),
     "serve_replay.yaml": ("serve_replay", ServeReplayFile),
+    "training_replay.yaml": ("training_replay", TrainingReplayFile),
 }
 
 FILE_MODELS: dict[str, type[Strict]] = {

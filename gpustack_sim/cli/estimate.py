@@ -72,8 +72,9 @@ def estimate_cmd(ctx: typer.Context,
         from ..analyses.breakdown import breakdown
         from ..analyses.plots import estimate_png
 
-        estimate_png(breakdown(eng, run, est, "training.t_step", sub_split=False, sample=sample),
-                     breakdown(eng, run, est, "econ.cost.per_token", sample=sample), plot)
+        drawn = eng.facts.breakdowns
+        estimate_png(breakdown(eng, run, est, drawn.step.variable, sub_split=drawn.step.split, sample=sample),
+                     breakdown(eng, run, est, drawn.cost.variable, sub_split=drawn.cost.split, sample=sample), plot)
         lines.append(f"wrote {plot}")
     for name in trace:
         fig = next((f for f in est.figures if name in (f.label, f.target)), None)

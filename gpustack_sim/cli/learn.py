@@ -52,7 +52,7 @@ def learn_cmd(config: Path = typer.Argument(..., help="Learning config (schemas/
     if plot is not None:
         from ..analyses.plots import learning_png
 
-        n = measured[0].assign["learning.model.params"]
+        n = measured[0].curves[0].params_non_embedding
         learning_png(measured, f"{cfg.panel}: held-out loss of a LOCAL SMALL MODEL ({n:,.0f} "
                      f"non-embedding parameters, byte-level, {cfg.model.layers} transformer block(s), CPU), mean "
                      f"and range of {len(cfg.seeds)} seeds. Calibration data for that model only: it does not claim to "

@@ -94,7 +94,7 @@ def simulate_cmd(ctx: typer.Context,
     data = result.to_dict()
     lines = _lines(result, run.name)
     if explain:
-        data["parameters"] = _explained(params, traces)
+        data["parameters"] = _explained(eng.facts.training_replay, params, traces)
         lines += ["parameters from the catalog:"] + [
             f"  {p['field']:<28} {fmt(p['value'], None, p['units'])}  <- {p['variable']} ({p['trace']})"
             for p in data["parameters"]]
@@ -145,11 +145,9 @@ def _lines(result, name: str) -> list[str]:
     return lines
 
 
-def _explained(params, traces) -> list[dict]:
-    from ..datacenter.parameters import CATALOG_PARAMETERS
-
+def _explained(binding, params, traces) -> list[dict]:
     rows = []
-    for field_name, var in CATALOG_PARAMETERS.items():
+    for field_name, var, _ in binding.parameters:
         res = traces.get(var)
         if res is None:
             rows.append({"field": field_name, "variable": var, "value": None, "units": "", "trace": "not resolved"})

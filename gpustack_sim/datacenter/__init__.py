@@ -2,7 +2,7 @@
 power) whose parameters come from resolved catalog values."""
 
 from .api import simulate
-from .parameters import CATALOG_PARAMETERS, FailureClass, JobParameters
+from .parameters import FailureClass, JobParameters
 from .results import SimulationResult
 
-__all__ = ["CATALOG_PARAMETERS", "FailureClass", "JobParameters", "SimulationResult", "simulate"]
+__all__ = ["FailureClass", "JobParameters", "SimulationResult", "simulate"]

@@ -1,14 +1,19 @@
-"""What the replay needs to know about one training job, in SI base units, and which catalog variable
-supplies each value. Base units are the catalog's: s, W, token and bit (so data sizes are in
-bits, `checkpoint_bits`). Nothing here holds a physical number: every value arrives through `from_values`."""
+"""What the replay needs to know about one training job, in SI base units. Base units are the catalog's: s,
+W, token and bit (so data sizes are in bits, `checkpoint_bits`). Which catalog variable supplies each value,
+and which kinds of part fail, is catalog/bindings/training_replay.yaml's business: nothing here holds a
+physical number or a catalog name, every value arrives through `from_values`."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from gpustack_compiler.base.errors import InputError
+
+if TYPE_CHECKING:
+    from ..engine.facts import TrainingReplay
 
 
 @dataclass(frozen=True)
@@ -80,11 +85,12 @@ class JobParameters:
         return asdict(self)
 
     @classmethod
-    def from_values(cls, values: Mapping[str, float], failure_classes: tuple[FailureClass, ...] = (),
+    def from_values(cls, values: Mapping[str, float], binding: TrainingReplay,
+                    failure_classes: tuple[FailureClass, ...] = (),
                     excluded_failure_classes: tuple[str, ...] = ()) -> "JobParameters":
-        """From resolved catalog values in base units, keyed by catalog variable (see CATALOG_PARAMETERS)."""
-        missing = [var for fld, var in CATALOG_PARAMETERS.items() if fld not in OPTIONAL_FIELDS and var not in values]
-        missing += [var for var in (PARAMS_VARIABLE, BYTES_PER_PARAM_VARIABLE) if var not in values]
+        """From resolved catalog values in base units, keyed by catalog variable (as `binding` names them)."""
+        missing = [var for _, var, optional in binding.parameters if not optional and var not in values]
+        missing += [var for var in (binding.params, binding.bytes_per_param) if var not in values]
         if missing:
             raise InputError(f"catalog variables not resolved for the simulation: {', '.join(missing)}",
                             "assign them in the run file or a preset")
@@ -96,103 +102,45 @@ class JobParameters:
                 raise InputError(f"{cls_.variable}: failure rate sd {cls_.rate_sd_per_unit_s!r} is negative or not "
                                  "finite")
         got = {}
-        for fld, var in CATALOG_PARAMETERS.items():
+        for fld, var, _ in binding.parameters:
             value = values.get(var)
             if value is not None and (not math.isfinite(value) or value < 0):
                 raise InputError(f"{var}: {value!r} is not a finite non-negative number (parameter {fld})")
             got[fld] = value
         for fld in COUNT_FIELDS:
             got[fld] = round(got[fld])
-        got["model_sync_bits"] = values[PARAMS_VARIABLE] * values[BYTES_PER_PARAM_VARIABLE]
+        got["model_sync_bits"] = values[binding.params] * values[binding.bytes_per_param]
         return cls(**got, failure_classes=failure_classes, excluded_failure_classes=excluded_failure_classes)
 
 
-# field -> catalog variable that supplies it (values in base units: s, W, bit, token, 1).
-CATALOG_PARAMETERS: dict[str, str] = {
-    "step_time_s": "training.t_step",
-    "exposed_comm_s": "training.t_exposed_comm",
-    "tokens_per_step": "arch.tokens_per_step",
-    "tokens_per_second": "training.tokens_per_sec",
-    "token_budget": "training.total_tokens",
-    "checkpoint_bits": "cluster.ckpt.size",
-    "checkpoint_blocking_s": "cluster.ckpt.t_blocking",
-    "checkpoint_write_s": "cluster.ckpt.t_write",
-    "checkpoint_load_s": "cluster.ckpt.t_load",
-    "checkpoint_interval_s": "cluster.ckpt.interval",
-    "detection_s": "cluster.rel.t_detect",
-    "reinit_s": "cluster.rel.t_reinit",
-    "requeue_s": "cluster.sched.t_requeue",
-    "nodes": "cluster.job.n_nodes",
-    "gpus_per_node": "cluster.node.n_gpus",
-    "gpus": "par.n_gpus",
-    "job_links": "cluster.job.n_links",
-    "job_switches": "cluster.job.n_switches",
-    "job_mtbf_s": "cluster.rel.job_mtbf",
-    # The measured node power is an average over training steps, so it covers compute and the exposed
-    # communication inside them alike.
-    "node_power_compute_w": "cluster.node.it_power_measured",
-    "node_power_communication_w": "cluster.node.it_power_measured",
-    # The phases in which no training kernel runs: the GPUs hold their memory and wait.
-    "node_power_checkpoint_w": "cluster.node.power_checkpoint",
-    "node_power_idle_w": "cluster.node.power_waiting",
-    "node_power_recovery_w": "cluster.node.power_recovery",
-    "catalog_wallclock_s": "training.wallclock",
-    "catalog_availability": "training.cluster_availability",
-}
-# Weights exchanged at a cross-site synchronisation: every parameter at its training precision.
-PARAMS_VARIABLE = "arch.params.total"
-BYTES_PER_PARAM_VARIABLE = "precision.bytes_per_param"
-OPTIONAL_FIELDS = frozenset({"node_power_compute_w", "node_power_communication_w", "node_power_checkpoint_w",
-                             "node_power_idle_w", "node_power_recovery_w", "catalog_wallclock_s",
-                             "catalog_availability", "job_mtbf_s", "job_links", "job_switches"})
 COUNT_FIELDS = ("nodes", "gpus_per_node", "gpus")
 
-# Failure classes: (name, rate variable, exposure per, count variable or None for one per exposure unit).
-FAILURE_CLASSES: tuple[tuple[str, str, str, str | None], ...] = (
-    ("gpu", "cluster.rel.gpu_die_failure_rate", "gpu", None),
-    ("hbm", "cluster.rel.hbm_stack_failure_rate", "gpu", "mem.hbm.stacks_active"),
-    ("nvlink", "cluster.rel.nvlink_failure_rate", "gpu", "link.nvlink.n_links"),
-    ("host", "cluster.rel.host_base_failure_rate", "node", None),
-    ("dimm", "cluster.rel.dimm_failure_rate", "node", "cluster.node.n_dimms"),
-    ("drive", "cluster.rel.drive_failure_rate", "node", "cluster.node.n_drives"),
-    ("psu", "cluster.rel.psu_failure_rate", "node", "cluster.node.n_psus"),
-    ("nic_link", "cluster.rel.link_failure_rate", "link", None),
-    ("switch", "cluster.rel.switch_failure_rate", "switch", None),
-    ("software", "cluster.rel.job_software_failure_rate", "job", None),
-)
-# A preset may assign a per-GPU or per-node aggregate instead of its parts.
-AGGREGATE_CLASSES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "gpu_any": ("cluster.rel.gpu_failure_rate", "gpu", ("gpu", "hbm", "nvlink")),
-    "host_any": ("cluster.rel.node_failure_rate", "node", ("host", "dimm", "drive", "psu")),
-}
-FLEET_CLASS = ("fleet_node", "cluster.rel.node_fleet_failure_rate", "node", None)
 
-
-def failure_classes(values: Mapping[str, float], fleet: bool, sds: Mapping[str, float] | None = None
-                    ) -> tuple[tuple[FailureClass, ...], tuple[str, ...]]:
+def failure_classes(values: Mapping[str, float], binding: TrainingReplay, fleet: bool,
+                    sds: Mapping[str, float] | None = None) -> tuple[tuple[FailureClass, ...], tuple[str, ...]]:
     """The failure classes with a resolved rate, and the names of those left out for want of one; `sds`, the
     uncertainty of rates assigned with one (base units).
 
-    `fleet` follows the catalog's choice for `cluster.rel.job_failure_rate`: the fleet-measured per-node
+    `fleet`: the catalog's job failure rate takes the binding's fleet variant. The fleet-measured per-node
     rate already lumps every infrastructure part, so the component classes are then not added to it."""
     sds = sds or {}
 
-    def make(name: str, var: str, per: str, count_var: str | None) -> FailureClass | None:
-        if var not in values or (count_var is not None and count_var not in values):
+    def make(name: str, rate: str, per: str, count: str | None) -> FailureClass | None:
+        if rate not in values or (count is not None and count not in values):
             return None
-        return FailureClass(name, var, values[var], per, 1.0 if count_var is None else values[count_var],
-                            sds.get(var, 0.0))
+        return FailureClass(name, rate, values[rate], per, 1.0 if count is None else values[count], sds.get(rate, 0.0))
 
     if fleet:
-        found = make(*FLEET_CLASS)
+        fc = binding.fleet_class
+        found = make(fc.name, fc.rate, fc.per, fc.count)
         if found is None:
-            return (), (FLEET_CLASS[0],)
+            return (), (binding.fleet_class.name,)
         return (found,), ()
-    made = {spec[0]: make(*spec) for spec in FAILURE_CLASSES}
-    for name, (var, per, parts) in AGGREGATE_CLASSES.items():
-        if any(made[p] is None for p in parts) and var in values:
-            for p in parts:
+    made = {c.name: make(c.name, c.rate, c.per, c.count) for c in binding.failure_classes}
+    for agg in binding.aggregate_classes:
+        if any(made[p] is None for p in agg.parts) and agg.rate in values:
+            for p in agg.parts:
                 made.pop(p)
-            made[name] = make(name, var, per, None)
+            made[agg.name] = make(agg.name, agg.rate, agg.per, None)
     return (tuple(c for c in made.values() if c is not None),
             tuple(sorted(n for n, c in made.items() if c is None)))

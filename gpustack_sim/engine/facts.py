@@ -1,6 +1,7 @@
 """Typed views of the catalog's bindings (catalog/bindings/*.yaml, carried in the manifest's `bindings`):
-what the analyses report, rank by, fit and hold, and how measured rows become runs. The analyses read
-catalog names only from here, never from their own code.
+what the analyses report, rank by, fit and hold, how measured rows become runs, what the datacenter's
+replays read and what the observatory draws. The analyses, the datacenter, the observatory and the command
+line read catalog names only from here, never from their own code.
 """
 
 from __future__ import annotations
@@ -48,6 +49,63 @@ class Serving:
     figures: list[tuple[str, str]]
     requirements: tuple[Requirement, ...]
     objectives: dict[str, Objective]
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """A figure drawn as its parts: `split` splits each part once more; `groups`, part variable -> group."""
+
+    variable: str
+    split: bool
+    groups: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Breakdowns:
+    step: Breakdown  # drawn as a waterfall
+    cost: Breakdown  # drawn as a stacked bar
+
+
+@dataclass(frozen=True)
+class FailureClassSpec:
+    """A kind of part whose failures interrupt a training job: `rate` per part, `count` parts per `per`
+    (None: one)."""
+
+    name: str
+    rate: str
+    per: str
+    count: str | None = None
+
+
+@dataclass(frozen=True)
+class AggregateClass:
+    """A rate that replaces those of its `parts` (failure class names) when a preset assigns it."""
+
+    name: str
+    rate: str
+    per: str
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrainingReplay:
+    """The training replay's bindings (catalog/bindings/training_replay.yaml)."""
+
+    parameters: tuple[tuple[str, str, bool], ...]  # (field, catalog variable, optional)
+    params: str  # parameters exchanged at a cross-site synchronisation
+    bytes_per_param: str
+    job_failure_rate: str
+    fleet_variant: str  # when job_failure_rate takes this variant, the fleet class alone
+    fleet_class: FailureClassSpec
+    failure_classes: tuple[FailureClassSpec, ...]
+    aggregate_classes: tuple[AggregateClass, ...]
+
+    @property
+    def variables(self) -> list[str]:
+        """Every variable the replay may read, sorted."""
+        return sorted({*(v for _, v, _ in self.parameters), self.params, self.bytes_per_param, self.job_failure_rate,
+                       self.fleet_class.rate, *(v for c in self.failure_classes for v in (c.rate, c.count) if v),
+                       *(a.rate for a in self.aggregate_classes)})
 
 
 @dataclass(frozen=True)
@@ -182,6 +240,34 @@ class Facts:
         """The serving replay's parameters: (field, catalog variable, optional)."""
         return tuple((p["field"], p["variable"], bool(p.get("optional", False)))
                      for p in self._table("serve_replay")["parameters"])
+
+    @cached_property
+    def training_replay(self) -> TrainingReplay:
+        t = self._table("training_replay")
+
+        def spec(c: dict) -> FailureClassSpec:
+            return FailureClassSpec(c["name"], c["rate"], c["per"], c.get("count"))
+
+        parameters = tuple((p["field"], p["variable"], bool(p.get("optional", False))) for p in t["parameters"])
+        return TrainingReplay(parameters,
+                              t["model_sync"]["params"], t["model_sync"]["bytes_per_param"],
+                              t["job_failure_rate"]["variable"], t["job_failure_rate"]["fleet_variant"],
+                              spec(t["fleet_class"]), tuple(spec(c) for c in t["failure_classes"]),
+                              tuple(AggregateClass(a["name"], a["rate"], a["per"], tuple(a["parts"]))
+                                    for a in t.get("aggregate_classes", [])))
+
+    @cached_property
+    def breakdowns(self) -> Breakdowns:
+        t = self._table("figures").get("breakdowns")
+        if t is None:
+            raise CatalogError("catalog/bindings/figures.yaml has no `breakdowns` section",
+                               "add one naming the step-time and cost figures to draw")
+
+        def one(b: dict) -> Breakdown:
+            return Breakdown(b["variable"], bool(b.get("split", False)),
+                             {g["variable"]: g["group"] for g in b.get("groups", [])})
+
+        return Breakdowns(one(t["step"]), one(t["cost"]))
 
     def fields_for(self, run) -> RunFields:
         """The field bindings of a run: serving ones for a serving run file, else the training ones."""

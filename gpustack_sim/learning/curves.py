@@ -21,6 +21,7 @@ class MeasuredCurve:
     seed: int
     series: dict[str, tuple[float, ...]]  # name -> one value per evaluation, in token order
     events: dict[str, int]
+    params_non_embedding: int | None = None  # the model's size, where the curve file records it
 
 
 @dataclass(frozen=True)
@@ -81,4 +82,4 @@ def _curve(where: str, obs_id: str, seed: int, path: Path, rel: str, required: t
             raise InputError(f"{where}: observation `{obs_id}`: curve {rel} of seed {seed} lacks the series "
                              f"`{name}` (required: {', '.join(required)})")
         series[name] = tuple(float(v) for v in values)
-    return MeasuredCurve(seed, series, dict(doc.get("events", {})))
+    return MeasuredCurve(seed, series, dict(doc.get("events", {})), doc.get("params_non_embedding"))

@@ -52,7 +52,7 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
             raise InputError(f"run file {p} not found")
     check_out(Path(out))  # before any estimate or replay
     catalog, debt = catalog_data(manifest, engine.source)
-    obs = Observatory(catalog, debt)
+    obs = Observatory(catalog, debt, engine.facts.breakdowns)
     if experiments is not None:
         # Read first: a folder that is not there, or holds no protocol, is refused before any estimate runs.
         if not Path(experiments).is_dir():

@@ -7,8 +7,6 @@ from __future__ import annotations
 import altair as alt
 
 WIDTH = 640
-# Part of a figure -> group in the cost chart: capital, energy, or the figure itself at the first level.
-COST_GROUPS = {"econ.run.capex_cost": "capital", "econ.run.power_cost": "energy"}
 
 
 def _spec(chart: alt.TopLevelMixin) -> dict:
@@ -49,12 +47,12 @@ def waterfall(bd: dict) -> dict:
                                          title=f"{bd['figure']}: what one step is made of"))
 
 
-def cost_bar(bd: dict) -> dict:
-    """The cost per token as one stacked bar, capital by part and energy; what the estimate does not count
-    is named in the legend with no value (there is none to draw)."""
+def cost_bar(bd: dict, groups: dict[str, str]) -> dict:
+    """The cost per token as one stacked bar, its parts by group (`groups`: part variable -> group, the rest
+    `other`); what the estimate does not count is named in the legend with no value (there is none to draw)."""
     rows = []
     for i, p in enumerate(bd["parts"]):
-        group = COST_GROUPS.get(p["parent"] or p["variable"] or "", "other")
+        group = groups.get(p["parent"] or p["variable"] or "", "other")
         rows.append({"order": i, "part": f"{group}: {p['label']}", "value": p["value"], "p5": p.get("p5"),
                      "p95": p.get("p95"), "variable": p["variable"] or "", "bar": bd["figure"]})
     for i, (choice, what) in enumerate(sorted(bd["leaves_out"].items())):

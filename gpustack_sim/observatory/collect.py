@@ -16,9 +16,8 @@ from gpustack_compiler.base.errors import InputError
 
 from ..analyses.breakdown import breakdown
 from ..datacenter.results import FOLDER_FILES
+from ..engine.facts import Breakdowns
 
-# The figures a run page draws as parts: (figure label or variable, split its parts once more).
-BREAKDOWNS = (("training.t_step", False), ("econ.cost.per_token", True))
 # Simulation series are thinned to about this many points: a chart of a million events shows no more.
 SERIES_POINTS = 1500
 
@@ -48,6 +47,7 @@ class SimulationView:
 class Observatory:
     catalog: dict
     debt: dict
+    breakdowns: Breakdowns  # what a run page draws as parts (catalog/bindings/figures.yaml)
     runs: list[RunView] = field(default_factory=list)
     simulations: list[SimulationView] = field(default_factory=list)
     experiments: list[dict] = field(default_factory=list)
@@ -115,8 +115,9 @@ def catalog_data(manifest: dict, source) -> tuple[dict, dict]:
 def run_view(engine, path: Path, shown: str, samples: int, seed: int) -> RunView:
     run = engine.load_run(path)
     est = engine.estimate(run, samples, seed)
-    parts = [breakdown(engine, run, est, target, sub).to_dict() for target, sub in BREAKDOWNS
-             if any(f.target == target for f in est.figures)]
+    drawn = engine.facts.breakdowns
+    parts = [breakdown(engine, run, est, bd.variable, bd.split).to_dict() for bd in (drawn.step, drawn.cost)
+             if any(f.target == bd.variable for f in est.figures)]
     steps: dict[str, dict] = {}
     figure_traces = {}
     for target, res in sorted(est.resolutions.items()):
@@ -160,7 +161,7 @@ def _series(log_rows: list[dict], power_rows: list[dict]) -> tuple[list, list, l
 
 
 def simulation_from_engine(engine, path: Path, shown: str, replications: int, seed: int) -> SimulationView:
-    from ..datacenter.results import POWER_COLUMNS, PHASES
+    from ..datacenter.results import PHASES, POWER_COLUMNS
 
     run = engine.load_run(path)
     result = engine.simulate(run, replications=replications, seed=seed)

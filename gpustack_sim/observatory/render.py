@@ -111,8 +111,9 @@ def _fill(obs: Observatory, out: Path, catalog_hash: str, written: list[str]) ->
         f = next((f for f in r.estimate["figures"] if f["target"] == target), None)
         return f"{_num(f['value'])} {f['units']}" if f and f["value"] is not None else "not resolved"
 
+    step, cost = obs.breakdowns.step, obs.breakdowns.cost
     runs_index = [{"href": f"run-{r.slug}.html", "path": r.path, "slug": r.slug,
-                   "step": figure(r, "training.t_step"), "cost": figure(r, "econ.cost.per_token")} for r in obs.runs]
+                   "step": figure(r, step.variable), "cost": figure(r, cost.variable)} for r in obs.runs]
     page("index.html", "index.html", title="gpustack observatory",
          headline=obs.catalog["headline"], stats=obs.catalog["stats"], runs=runs_index,
          sims=[{"href": f"simulation-{s.slug}.html", "source": s.source} for s in obs.simulations],
@@ -121,7 +122,7 @@ def _fill(obs: Observatory, out: Path, catalog_hash: str, written: list[str]) ->
          headline=obs.catalog["headline"], cone_spec=charts.cone_graph())
     page("roots.html", "roots.html", title="Root debt by family", debt=obs.debt)
     for r in obs.runs:
-        specs = [(charts.waterfall(bd) if bd["target"] == "training.t_step" else charts.cost_bar(bd))
+        specs = [(charts.waterfall(bd) if bd["target"] == step.variable else charts.cost_bar(bd, cost.groups))
                  if bd["parts"] else None for bd in r.breakdowns]
         page("run.html", f"run-{r.slug}.html", title=f"Run {r.estimate['run']}", run=r, charts=specs)
     for s in obs.simulations:
