@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 
 from cli_process import median_wall
+
 from gpustack_compiler.build import pipeline
 from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import Engine
-from gpustack_sim.engine.run_file import load_run
-from gpustack_sim.analyses.sweep import parse_grid
 from gpustack_sim.analyses.estimate import fitted_distributions
+from gpustack_sim.analyses.sweep import parse_grid
 from gpustack_sim.analyses.uncertainty import MonteCarlo
+from gpustack_sim.engine.run_file import load_run
 
 REPO = Path(__file__).resolve().parent.parent
 GRID = ["tp=1,2,4,8", "pp=1,2,4,5,8,10,16,20", "dp=1,2,4,8,16,32,64,128,256,512,1024",

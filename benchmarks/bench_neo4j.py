@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpustack_compiler.build import pipeline  # noqa: E402
-from gpustack_compiler.neo4j.source import Neo4jSource  # noqa: E402
 from gpustack_compiler.manifest.source import ManifestSource  # noqa: E402
+from gpustack_compiler.neo4j.source import Neo4jSource  # noqa: E402
 
 
 def free_port() -> int:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from cli_process import median_wall
+
 from gpustack_compiler.build import pipeline
 from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import Engine

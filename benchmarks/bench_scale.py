@@ -27,6 +27,7 @@ from gpustack_sim import Engine  # noqa: E402
 from gpustack_sim.datacenter import simulate  # noqa: E402
 from gpustack_sim.distributed import Backend  # noqa: E402
 from gpustack_sim.distributed.cluster import connect  # noqa: E402
+
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 # Nine axes; dp takes 1..N so that the grid holds about the number of layouts asked for.
 AXES = {"tp": range(1, 9), "pp": range(1, 11), "cp": range(1, 6), "micro_batch": range(1, 11),

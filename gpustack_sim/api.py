@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpustack_compiler.build import pipeline
 from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.base.suggest import did_you_mean
+from gpustack_compiler.build import pipeline
 from gpustack_compiler.manifest.records import VariableRecord, read_manifest
 from gpustack_compiler.manifest.source import GraphSource, ManifestSource
-from gpustack_compiler.base.suggest import did_you_mean
 
 from .compiled import REPO_CATALOG, compile_catalog, default_catalog  # noqa: F401  (part of the API)
 from .distributed import Backend
@@ -29,8 +29,8 @@ from .engine.context import EngineContext
 from .engine.resolver import Resolution
 from .engine.run import RunSpec
 from .engine.run_file import load_run
-from .engine.serve_run import ServeRunSpec
 from .engine.scenario import Scenario
+from .engine.serve_run import ServeRunSpec
 
 if TYPE_CHECKING:
     from distributed import Client

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpustack_compiler.build import pipeline
 from gpustack_compiler.base.errors import CatalogError, InputError
+from gpustack_compiler.build import pipeline
 
 REPO_CATALOG = Path(__file__).resolve().parent.parent / "catalog"
 

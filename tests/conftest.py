@@ -22,9 +22,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from helpers import (CATALOG, SESSION_PASSWORD, SESSION_USER, Engine, LocalServer, catalog_under_test, compile_catalog,
-                     run_cli_here, unavailable)
+from helpers import (
+    CATALOG,
+    SESSION_PASSWORD,
+    SESSION_USER,
+    Engine,
+    LocalServer,
+    catalog_under_test,
+    compile_catalog,
+    run_cli_here,
+    unavailable,
+)
 
 LOADED_BY = "pytest"
 ENV_KEYS = ("NEO4J_URI", "NEO4J_USER", "NEO4J_PASSWORD", "NEO4J_DATABASE", "GPUSTACK_NEO4J_LOADED_BY")

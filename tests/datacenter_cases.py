@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+
 import numpy as np
+from helpers import REPO  # noqa: F401  (the datacenter tests take it from here)
 
 from gpustack_compiler.build import pipeline
 from gpustack_compiler.manifest.records import Tables
 from gpustack_sim.datacenter import FailureClass, JobParameters
 from gpustack_sim.datacenter.policies import FixedInterval
-from gpustack_sim.engine.facts import Facts, TrainingReplay
 from gpustack_sim.datacenter.simulation import Replay
 from gpustack_sim.datacenter.sites import single_site
-from helpers import REPO  # noqa: F401  (the datacenter tests take it from here)
+from gpustack_sim.engine.facts import Facts, TrainingReplay
 
 HOUR = 3600.0
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_compiler.build import pipeline
 from gpustack_compiler.base.findings import Findings
+from gpustack_compiler.build import pipeline
 from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import api
 from gpustack_sim.engine.observation import load_observations

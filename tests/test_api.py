@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from helpers import REPO, mini_catalog
 
 from gpustack_compiler.base.errors import CatalogError, InputError
 from gpustack_sim import Engine
-from helpers import REPO, mini_catalog
 
 DOC = REPO / "docs" / "api.md"
 

@@ -4,10 +4,10 @@ its component calibration from the FlashAttention-3 paper's benchmark figure (ca
 from __future__ import annotations
 
 import pytest
+from helpers import REPO
 
 from gpustack_sim import Engine
 from gpustack_sim.engine.run_file import load_run
-from helpers import REPO
 
 H100 = ["gpu_h100_sxm", "precision_bf16_mixed", "megatron_lm_software", "estimate_defaults", "calibration_h100"]
 SEQS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]

@@ -4,9 +4,7 @@ money, each through the real resolver."""
 from __future__ import annotations
 
 import pytest
-
 from helpers import FIXTURE, Engine
-
 
 PIPE = ["par.pp=8", "arch.global_batch=8", "par.dp=1", "par.micro_batch=1"]
 ONE_F_ONE_B = ["par.pipeline.bubble_fraction=interleaved_1f1b", "par.pipeline.microbatches_per_schedule=one_schedule"]

@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import CATALOG, SYSTEM_MODELINE, check, mini_catalog
 
 VAR = """  - name: {name}

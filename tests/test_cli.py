@@ -10,13 +10,13 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import CATALOG, REPO, CliResult, mini_catalog, run_cli, run_cli_here
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpustack_sim.engine.run  # noqa: F401  (the engine registers the run-file schema, as the CLI does)
 from gpustack_compiler.build import schema as schema_mod
 from gpustack_compiler.language.expressions import ExprError, parse
-from helpers import CATALOG, REPO, CliResult, mini_catalog, run_cli, run_cli_here
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from datacenter_cases import HOUR, REPO, VALUES, binding, job, replay
 
 from gpustack_compiler.base.errors import InputError
 from gpustack_sim.datacenter import FailureClass, JobParameters, simulate
@@ -16,8 +17,6 @@ from gpustack_sim.datacenter.events import to_ns
 from gpustack_sim.datacenter.policies import FixedInterval, Observation, SetCheckpointInterval, daly_interval
 from gpustack_sim.datacenter.simulation import Replay
 from gpustack_sim.datacenter.sites import load_sites, place
-
-from datacenter_cases import HOUR, REPO, VALUES, binding, job, replay
 
 
 @pytest.fixture(scope="module")

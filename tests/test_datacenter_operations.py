@@ -10,15 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from datacenter_cases import REPO, job, replay
 
 from gpustack_compiler.base.errors import InputError
 from gpustack_sim.datacenter import simulate
 from gpustack_sim.datacenter.events import to_ns
-from gpustack_sim.datacenter.policies import (FixedInterval, Migrate, SetCheckpointInterval, SetLayout,
-                                              SetPowerCap)
+from gpustack_sim.datacenter.policies import FixedInterval, Migrate, SetCheckpointInterval, SetLayout, SetPowerCap
 from gpustack_sim.datacenter.sites import Placement, load_sites, place
-
-from datacenter_cases import REPO, job, replay
 
 EXAMPLE = (REPO / "sites" / "example_two_sites.yaml").read_text()
 NODE_W = 8000.0  # the synthetic job's node power (test_datacenter.VALUES)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import FIXTURE, REPO, Engine, run_cli_here
 
 from gpustack_sim.analyses import sweep as sweep_module
 from gpustack_sim.analyses import uncertainty
@@ -19,7 +20,6 @@ from gpustack_sim.datacenter import api as datacenter_api
 from gpustack_sim.distributed import Backend, chunk_ranges, chunk_seed
 from gpustack_sim.distributed.chunks import TASKS_PER_THREAD
 from gpustack_sim.experiments import Workspace, run_protocol
-from helpers import FIXTURE, REPO, Engine, run_cli_here
 
 distributed = pytest.importorskip("distributed")
 

@@ -11,13 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import CATALOG, REPO, calibration_data, run_cli, run_cli_here
 
 from gpustack_compiler.base.errors import CatalogError, InputError
 from gpustack_compiler.language.models import Quantity
 from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import Engine
 from gpustack_sim.analyses.sweep import parse_grid
-from helpers import CATALOG, REPO, calibration_data, run_cli, run_cli_here
 
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 

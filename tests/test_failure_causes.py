@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from helpers import REPO
 
 from gpustack_sim import Engine
 from gpustack_sim.datacenter.api import simulate
 from gpustack_sim.engine.run_file import load_training_run
-from helpers import REPO
 
 RUN = REPO / "runs" / "llama3_405b_16384xh100.yaml"
 HOURS = 54 * 24

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import CATALOG, REPO, gp, observed_run_value
 
 from gpustack_compiler.base.errors import InputError
 from gpustack_sim import Engine
 from gpustack_sim.analyses.calibrate import fit
 from gpustack_sim.engine.facts import Parameter
 from gpustack_sim.engine.observation import load_observations
-from helpers import CATALOG, REPO, gp, observed_run_value
 
 OBSERVATIONS = REPO / "data" / "observations"
 NEMO = OBSERVATIONS / "nemo2407_dgx_h100.yaml"

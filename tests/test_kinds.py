@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import Engine, mini_catalog, write_system
 
-from gpustack_compiler.language import models
 from gpustack_compiler.base.errors import ResolveError
+from gpustack_compiler.language import models
 from gpustack_compiler.language.kinds import KINDS
 from gpustack_compiler.language.kinds.distributions import DISTRIBUTIONS
 from gpustack_sim.analyses.estimate import intervals
 from gpustack_sim.analyses.uncertainty import MonteCarlo, parse_spec
-from helpers import Engine, mini_catalog, write_system
 
 HOMES = Path(__file__).resolve().parent.parent / "gpustack_compiler" / "language" / "kinds"
 SHARED = {"__init__", "base", "evaluation", "distributions"}  # the registry and what the kinds share

@@ -10,7 +10,6 @@ import math
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO, run_cli_here
 
 SMOKE = REPO / "runs" / "learning" / "smoke.yaml"

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO, run_cli_here
+from test_learning_model import CONDITION, TRUE
 
 from gpustack_sim import api
 from gpustack_sim.analyses.calibrate import learning_calibration
 from gpustack_sim.analyses.validate import validate_learning
 from gpustack_sim.engine.observation import load_observations
-
-from helpers import REPO, run_cli_here
-from test_learning_model import CONDITION, TRUE
 
 HEX = "0" * 64
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import REPO
 
 from gpustack_sim import Engine
 from gpustack_sim.analyses.model_form import Residual, Stratum, combine, rows_needed, stratum, term
 from gpustack_sim.engine.observation import load_observations
-from helpers import REPO
 
 H100_DENSE = Stratum("training", "h100", "dense", "megatron_lm_software", "cluster")
 H100_MOE = Stratum("training", "h100", "moe_cross_node", "megatron_lm_software", "cluster")

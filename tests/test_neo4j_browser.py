@@ -12,10 +12,17 @@ from urllib.parse import quote
 import pytest
 from helpers import LocalServer, unavailable
 
-from gpustack_compiler.neo4j.server import operations as server
-from gpustack_compiler.neo4j.server.browser.guide import COOKBOOK, GUIDE, STYLE, cookbook_queries, guide_html, guide_queries
-from gpustack_compiler.neo4j.server.browser.style import catalog_systems, style_grass
 from gpustack_compiler.neo4j.load import extra_labels
+from gpustack_compiler.neo4j.server import operations as server
+from gpustack_compiler.neo4j.server.browser.guide import (
+    COOKBOOK,
+    GUIDE,
+    STYLE,
+    cookbook_queries,
+    guide_html,
+    guide_queries,
+)
+from gpustack_compiler.neo4j.server.browser.style import catalog_systems, style_grass
 
 RULE = re.compile(r'\s*([A-Za-z][\w.]*)\s*\{((?:[^{}"]|"[^"]*")*)\}', re.S)  # captions hold braces in quotes
 DECL = re.compile(r"^\s*([a-z-]+)\s*:\s*(.+?)\s*$")

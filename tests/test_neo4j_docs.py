@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from helpers import REPO
 
 DOC = REPO / "docs" / "cypher.md"

@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import SESSION_PASSWORD, LocalServer, compile_catalog, free_port, mini_catalog, neo4j_required, run_cli
 
 from gpustack_compiler.base.errors import InputError
-from gpustack_compiler.neo4j.source import Neo4jSource
 from gpustack_compiler.manifest.source import GRAPH_PARTS
-from helpers import (SESSION_PASSWORD, LocalServer, compile_catalog, free_port, mini_catalog, neo4j_required,
-                     run_cli)
+from gpustack_compiler.neo4j.source import Neo4jSource
 
 HOSTILE = [
     "}) DETACH DELETE n //",

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from gpustack_compiler.neo4j.load import plan
-from gpustack_compiler.manifest.source import GRAPH_PARTS
 from helpers import REPO, compile_catalog, mini_catalog, run_cli
+
+from gpustack_compiler.manifest.source import GRAPH_PARTS
+from gpustack_compiler.neo4j.load import plan
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from synthetic_catalog import generate  # noqa: E402
@@ -227,8 +227,8 @@ def test_failure_part_way_rolls_back(neo4j_db, mini: Path, tmp_path: Path, real_
     assert (neo4j_db.counts(), snapshot(neo4j_db)) == before
 
     # a load that finds its plan inconsistent part-way (after writing nodes) is rolled back
-    from gpustack_compiler.neo4j import load as neo4j_load
     from gpustack_compiler.base.errors import InfrastructureError
+    from gpustack_compiler.neo4j import load as neo4j_load
 
     real_plan = neo4j_load.plan
     bad = real_plan(real_manifest)

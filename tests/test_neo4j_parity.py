@@ -12,10 +12,10 @@ import random
 
 import pytest
 
-from gpustack_compiler.neo4j.conn import query
-from gpustack_compiler.neo4j.source import Neo4jSource
 from gpustack_compiler.manifest.records import ConstantRecord, VariableRecord
 from gpustack_compiler.manifest.source import GRAPH_PARTS, ManifestSource
+from gpustack_compiler.neo4j.conn import query
+from gpustack_compiler.neo4j.source import Neo4jSource
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_compiler.neo4j.conn import query
 from gpustack_compiler.neo4j.source import Neo4jSource
-from gpustack_compiler.manifest.source import ManifestSource
 
 LAYERS, PARALLEL = 40, 3
 CONE_QUERIES = ("cone_upstream", "cone_downstream", "subgraph", "root_debt", "family_debt")

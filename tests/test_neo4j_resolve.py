@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from helpers import FIXTURE
 
-from gpustack_compiler.neo4j.source import Neo4jSource
+from gpustack_compiler.language.units import UnitSystem
 from gpustack_compiler.manifest.records import Tables
 from gpustack_compiler.manifest.source import ManifestSource
-from gpustack_compiler.language.units import UnitSystem
+from gpustack_compiler.neo4j.source import Neo4jSource
 from gpustack_sim.engine.resolver import Resolver
 from gpustack_sim.engine.scenario import ScenarioBuilder
-from helpers import FIXTURE
 
 TARGETS = ["training.tokens_per_sec", "econ.job.dc_power", "econ.run.power_cost", "econ.cost.per_token",
            "thermal.dc.pue"]
@@ -82,11 +82,11 @@ def test_same_estimate_of_a_run_with_the_architecture_and_overlap_fields(resolve
     # the run-field table's modes, list defaults and the sweep behind the chosen interleave, from either source.
     from pathlib import Path
 
+    import yaml
+
     from gpustack_sim.analyses.estimate import estimate
     from gpustack_sim.engine.facts import Facts
     from gpustack_sim.engine.run import RunSpec, apply_overrides
-
-    import yaml
 
     neo, mem, scenarios = resolvers
     facts = Facts(Tables.parse(mem.source.tables()))

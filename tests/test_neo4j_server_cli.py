@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-
 from helpers import TEST_JVM_OPTS, free_port, neo4j_required, run_cli
 
 

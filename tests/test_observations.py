@@ -8,15 +8,13 @@ import math
 from pathlib import Path
 
 import pytest
-
-from gpustack_compiler.build import schema as schema_mod
-from gpustack_compiler.base.errors import InputError
-from gpustack_sim import Engine
-from gpustack_sim.analyses import scoring
-from gpustack_sim.engine.observation import (LOCK_NAME, load_observations, lock_problems, read_lock,
-                                             update_lock)
 from helpers import REPO, gp
 
+from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.build import schema as schema_mod
+from gpustack_sim import Engine
+from gpustack_sim.analyses import scoring
+from gpustack_sim.engine.observation import LOCK_NAME, load_observations, lock_problems, read_lock, update_lock
 
 OBSERVATIONS = REPO / "data" / "observations"
 NARAYANAN = OBSERVATIONS / "narayanan2021_table1.yaml"

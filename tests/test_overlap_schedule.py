@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import REPO, Engine, run_cli_here
 
 README_RUN = REPO / "runs" / "llama70b_1024xh100.yaml"

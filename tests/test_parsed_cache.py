@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import CATALOG, FIXTURE, REPO
 
 from gpustack_sim import Engine
-from helpers import CATALOG, FIXTURE, REPO
 
 RUN = REPO / "runs" / "llama70b_1024xh100.yaml"
 
@@ -72,7 +72,8 @@ def test_what_a_run_resolves_is_read_back_not_resolved_again(build: Path, monkey
     monkeypatch.setattr(second.resolver, "resolve_many", resolving)
     assert second.sweep(run, grid).to_dict() == swept
     assert json.dumps(second.estimate(run, samples=300).to_dict()) == json.dumps(estimate)
-    other = run.model_copy(update={"gpus": 512})
+    other = run.model_copy(update={"gpus": run.gpus // 2,
+                                   "layout": run.layout.model_copy(update={"dp": run.layout.dp // 2})})
     with pytest.raises(AssertionError, match="resolved again"):
         second.estimate(other, samples=300)  # another run is another key
 

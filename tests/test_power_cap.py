@@ -5,9 +5,9 @@ uncalibrated roots below are test values, not catalog data."""
 from __future__ import annotations
 
 import pytest
+from helpers import REPO, Engine
 
 from gpustack_compiler.base.errors import InputError, ResolveError
-from helpers import REPO, Engine
 
 PRESETS = ["gpu_h100_sxm", "power_node_h100_measured"]
 VARIANTS = {"gpu.clock.boost": "datasheet"}

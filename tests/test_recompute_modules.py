@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import REPO, Engine, observed_run_value, run_cli_here
 
 README_RUN = REPO / "runs" / "llama70b_1024xh100.yaml"

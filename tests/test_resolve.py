@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import CATALOG, FIXTURE, SYSTEM_MODELINE, Engine, mini_catalog
 
 from gpustack_sim.engine.resolver import ResolveError
-from helpers import CATALOG, FIXTURE, SYSTEM_MODELINE, Engine, mini_catalog
 
 EXPECTED = {
     "training.tokens_per_sec": 6666666.67,

@@ -8,12 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import REPO, gp
+from test_observations import NARAYANAN, entries, write
 
 from gpustack_compiler.base.errors import InputError
 from gpustack_sim.engine.observation import load_observations
 from gpustack_sim.engine.sealed import LOCK_NAME, seal, seal_problems
-from helpers import REPO, gp
-from test_observations import NARAYANAN, entries, write
 
 SEALED = REPO / "data" / "sealed"
 
@@ -44,7 +44,7 @@ def test_a_seal_is_written_once_and_breaks_on_any_change(tmp_path: Path) -> None
     assert "changed since it was locked" in seal_problems(folder)[0]
     path.unlink()
     (folder / LOCK_NAME).unlink()
-    with pytest.raises(InputError, match="no observations to seal"):
+    with pytest.raises(InputError, match="no observation files"):
         seal(folder)
 
 

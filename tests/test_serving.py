@@ -10,12 +10,12 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers import CATALOG, REPO, gp, run_cli
 
 from gpustack_compiler.base.errors import InputError
 from gpustack_compiler.manifest.source import ManifestSource
 from gpustack_sim import Engine
 from gpustack_sim.engine.serve_run import ServeRunSpec
-from helpers import CATALOG, REPO, gp, run_cli
 
 LLAMA = REPO / "runs" / "serve_llama70b_8xh100.yaml"
 MIXTRAL = REPO / "runs" / "serve_mixtral8x7b_8xh100.yaml"

@@ -8,12 +8,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import REPO, gp
 
 from gpustack_compiler.base.errors import InputError
 from gpustack_sim import Engine
-from gpustack_sim.engine.observation import (LOCK_NAME, in_force, load_observations, lock_problems, read_lock,
-                                             update_lock)
-from helpers import REPO, gp
+from gpustack_sim.engine.observation import (
+    LOCK_NAME,
+    in_force,
+    load_observations,
+    lock_problems,
+    read_lock,
+    update_lock,
+)
 
 OBSERVATIONS = REPO / "data" / "observations"
 AZURE = OBSERVATIONS / "azure_components.yaml"

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy
+from helpers import CATALOG, FIXTURE, Engine, run_cli
 from sympy.logic.boolalg import ITE
 
 from gpustack_compiler.base.errors import InputError
 from gpustack_sim.analyses.uncertainty import MonteCarlo, _for_numpy, parse_spec, vectorize
-from helpers import CATALOG, FIXTURE, Engine, run_cli
 
 
 def test_linear_dependency_has_the_analytic_mean(real_engine: Engine) -> None:
@@ -85,8 +85,8 @@ def test_monte_carlo_on_a_run_with_modes_matches_the_estimate(real_engine: Engin
 def test_staged_compilation_matches_one_expression(real_engine: Engine) -> None:
     # Cutting large symbolic values into stages changes how the function is built, not what it computes.
     from gpustack_sim.analyses.estimate import fitted_distributions
-    from gpustack_sim.engine.run_file import load_run
     from gpustack_sim.analyses.uncertainty import vectorize_resolution
+    from gpustack_sim.engine.run_file import load_run
 
     run = load_run(Path(__file__).resolve().parent.parent / "runs" / "llama70b_1024xh100.yaml")
     scenario = real_engine.run_scenario(run)

@@ -49,11 +49,11 @@ class Findings:
             column: int | None = None, context: str | None = None) -> None:
         self.items.append(Finding(file, line or 1, id, message, level, column, context))
 
-    def extend(self, other: "Findings") -> None:
+    def extend(self, other: Findings) -> None:
         self.items.extend(other.items)
 
     @classmethod
-    def from_dicts(cls, rows: list[dict]) -> "Findings":
+    def from_dicts(cls, rows: list[dict]) -> Findings:
         """Findings stored with `Finding.to_dict` (the caches keep them so)."""
         return cls([Finding(**{**d, "level": Level(d["level"])}) for d in rows])
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ast
 import keyword
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable
 
 import sympy
 

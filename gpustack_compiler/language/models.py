@@ -154,7 +154,7 @@ class Stochastic(_RelationBase):
 
 # Each kind's rules (beyond this syntax) live in its module under gpustack_compiler/language/kinds/.
 _RELATION_MODELS = (Identity, Variant, Approximation, Piecewise, Iterative, Differential, Stochastic, Constraint)
-Relation = Annotated[Union[_RELATION_MODELS], Field(discriminator="kind")]
+Relation = Annotated[Union[_RELATION_MODELS], Field(discriminator="kind")]  # noqa: UP007 (a tuple of models: no `|` form)
 RELATION_KINDS = tuple(get_args(model.model_fields["kind"].annotation)[0] for model in _RELATION_MODELS)
 
 
@@ -300,7 +300,7 @@ class Preset(Strict):
     modes: Annotated[list[str], Field(
         default_factory=list,
         description="Variant keys chosen wherever a variable has a variant with that key (e.g. dense, gqa).")]
-    assignments: Annotated[dict[str, Union[Quantity, str, float]], Field(
+    assignments: Annotated[dict[str, Quantity | str | float], Field(
         default_factory=dict,
         description="Variable -> `'500 W'`, a bare number in the declared unit, or {value, units, reference}.")]
     targets: Annotated[dict[str, str], Field(
@@ -316,9 +316,9 @@ class PresetFile(Strict):
 FieldPath = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$", description=(
     "A field of the run file (schemas/run.schema.json) as a dotted path: `model.layers`, `tokens`."))]
 Key = Annotated[str, Field(pattern=KEY_PATTERN)]
-BoundValue = Annotated[Union[float, str], Field(description=(
+BoundValue = Annotated[float | str, Field(description=(
     "A number in the variable's declared units, or a number with its unit: `4 B`, `0 m`."))]
-FieldValue = Annotated[Union[bool, int, float, str], Field(description="A value as the run file writes it.")]
+FieldValue = Annotated[bool | int | float | str, Field(description="A value as the run file writes it.")]
 
 
 class FieldDefault(Strict):
@@ -345,7 +345,7 @@ class VariableBinding(Strict):
     note: str | None = None
 
     @model_validator(mode="after")
-    def _values_fit_the_reading(self) -> "VariableBinding":
+    def _values_fit_the_reading(self) -> VariableBinding:
         if self.read == "enumeration" and not self.values:
             raise ValueError("an enumeration needs `values`")
         if self.read == "boolean" and self.values is not None and set(self.values) != {"false", "true"}:
@@ -369,7 +369,7 @@ class ModeBinding(Strict):
     reason: str | None = None
 
     @model_validator(mode="after")
-    def _one_form(self) -> "ModeBinding":
+    def _one_form(self) -> ModeBinding:
         forms = [self.values is not None, self.present is not None or self.absent is not None,
                  self.always is not None]
         if sum(forms) != 1:
@@ -418,7 +418,7 @@ class Measure(Strict):
     by_convention: dict[Key, Name] | None = None
 
     @model_validator(mode="after")
-    def _one_form(self) -> "Measure":
+    def _one_form(self) -> Measure:
         if (self.variable is None) == (self.by_convention is None):
             raise ValueError("give exactly one of `variable` and `by_convention`")
         return self
@@ -529,7 +529,7 @@ class FitParameter(Strict):
     high: float
 
     @model_validator(mode="after")
-    def _initial_within_bounds(self) -> "FitParameter":
+    def _initial_within_bounds(self) -> FitParameter:
         if not self.low <= self.initial <= self.high:
             raise ValueError("needs low <= initial <= high")
         return self
@@ -559,7 +559,7 @@ class Generation(Strict):
         "an overhead from an efficiency): held at a stated value in its fit and written into its preset."))
 
     @model_validator(mode="after")
-    def _reason_when_not_applied(self) -> "Generation":
+    def _reason_when_not_applied(self) -> Generation:
         if not self.applied and not self.reason:
             raise ValueError("a generation whose preset is not applied needs a `reason`")
         return self
@@ -597,7 +597,7 @@ class CalibrationFitFile(Strict):
         "generation's component preset right after it, in every command."))] = "calibration"
 
 
-Limit = Annotated[Union[float, Name], Field(description="A variable of the same units, or a number in its units.")]
+Limit = Annotated[float | Name, Field(description="A variable of the same units, or a number in its units.")]
 
 
 class Requirement(Strict):
@@ -610,7 +610,7 @@ class Requirement(Strict):
     below: Limit | None = None
 
     @model_validator(mode="after")
-    def _one_limit(self) -> "Requirement":
+    def _one_limit(self) -> Requirement:
         if sum(x is not None for x in (self.at_most, self.at_least, self.below)) != 1:
             raise ValueError("give exactly one of `at_most`, `at_least` and `below`")
         return self

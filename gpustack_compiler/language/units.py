@@ -24,8 +24,8 @@ class UnitError(ValueError):
         self.hint = hint
 
 
-_MEMO: dict[tuple, "Dim"] = {}
-_INTERNED: dict[tuple, "Dim"] = {}
+_MEMO: dict[tuple, Dim] = {}
+_INTERNED: dict[tuple, Dim] = {}
 
 
 class Dim:
@@ -42,7 +42,7 @@ class Dim:
         self._hash = hash(exps)
 
     @staticmethod
-    def of(exps: tuple[Fraction, ...]) -> "Dim":
+    def of(exps: tuple[Fraction, ...]) -> Dim:
         dim = _INTERNED.get(exps)
         if dim is None:
             dim = _INTERNED[exps] = Dim(exps)
@@ -60,20 +60,20 @@ class Dim:
     def __repr__(self) -> str:
         return f"Dim({self.exps})"
 
-    def _memo(self, op: str, other, make) -> "Dim":
+    def _memo(self, op: str, other, make) -> Dim:
         key = (op, self, other)
         hit = _MEMO.get(key)
         if hit is None:
             hit = _MEMO[key] = Dim.of(make())
         return hit
 
-    def __mul__(self, other: "Dim") -> "Dim":
+    def __mul__(self, other: Dim) -> Dim:
         return self._memo("*", other, lambda: tuple(a + b for a, b in zip(self.exps, other.exps)))
 
-    def __truediv__(self, other: "Dim") -> "Dim":
+    def __truediv__(self, other: Dim) -> Dim:
         return self._memo("/", other, lambda: tuple(a - b for a, b in zip(self.exps, other.exps)))
 
-    def __pow__(self, p: Fraction) -> "Dim":
+    def __pow__(self, p: Fraction) -> Dim:
         return self._memo("**", p, lambda: tuple(a * p for a in self.exps))
 
     @property
@@ -101,7 +101,7 @@ class UnitSystem:
         self._cache: dict[str, Unit] = {}
 
     @classmethod
-    def from_manifest(cls, table: dict) -> "UnitSystem":
+    def from_manifest(cls, table: dict) -> UnitSystem:
         """Rebuild from a manifest's `units` section (scales and dimensions already resolved)."""
         system = cls([(d["name"], d["unit"]) for d in table["base_dimensions"]])
         names = system.dimension_names

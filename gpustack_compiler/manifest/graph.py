@@ -11,8 +11,8 @@ need: importing it costs more than such a command's own work.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cached_property
 
 V, R = "v:", "r:"

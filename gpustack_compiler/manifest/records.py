@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpustack_compiler.base.errors import CatalogError
+
 from .serialise import SCHEMA_VERSION
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from . import serialise as mf
 from gpustack_compiler.base.errors import InputError
-from .records import ConstantRecord, VariableRecord
 from gpustack_compiler.base.suggest import did_you_mean
+
+from . import serialise as mf
+from .records import ConstantRecord, VariableRecord
 
 if TYPE_CHECKING:  # networkx and the pydantic models stay unimported until a graph is built
     from .graph import CatalogGraph, FamilyDebt, RootDebt

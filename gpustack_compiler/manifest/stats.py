@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .graph import CatalogGraph
 from gpustack_compiler.language.models import LITERATURE_KINDS, RELATION_KINDS
+
+from .graph import CatalogGraph
 
 DATASHEET_KINDS = LITERATURE_KINDS | {"datasheet"}
 

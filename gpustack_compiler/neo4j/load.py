@@ -48,14 +48,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from gpustack_compiler.manifest import serialise as mf
 from gpustack_compiler.base.errors import InfrastructureError, InputError
+from gpustack_compiler.manifest import serialise as mf
 from gpustack_compiler.manifest.source import GRAPH_PARTS, root_meta
-from .conn import (MARKER, Neo4jSettings, driver, query, relation_kind_labels, statements,
-                   translate)
+
+from .conn import MARKER, Neo4jSettings, driver, query, relation_kind_labels, statements, translate
 
 BATCH_SIZE = 2000
 Progress = Callable[[str, int, int], None]  # (step, rows done in this step, rows in this step)
@@ -349,7 +349,7 @@ def load(manifest: dict, settings: Neo4jSettings | None = None, *, force: bool =
     if manifest_hash is None:
         manifest_hash = mf.manifest_hash(mf.dumps(manifest))
     build = {"manifest_hash": manifest_hash, "loaded_by": loaded_by,
-             "compiled_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+             "compiled_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
              "catalog_commit": catalog_commit(catalog) or "unknown"}
     try:
         p = plan(manifest, build)

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from gpustack_compiler.base.errors import InfrastructureError, InputError
 from gpustack_compiler.manifest.graph import FamilyDebt, RootDebt
 from gpustack_compiler.manifest.records import ConstantRecord, VariableRecord
+
 from .conn import Neo4jSettings, driver, query, relation_kind_labels, translate
 
 HEAVIEST = 3  # roots named per family, as in CatalogGraph.family_debt

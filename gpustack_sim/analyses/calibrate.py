@@ -32,6 +32,7 @@ from .measured import Row, check_sources, observation_row, read_rows
 from .scoring import errors
 from .uncertainty import vectorize
 
+
 class RowModels:
     """Each row's figure as a compiled function of the fitted parameters (in base units). With
     `identified_only`, parameters none of whose roots any row depends on are dropped (not fitted)."""

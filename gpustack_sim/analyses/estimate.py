@@ -24,11 +24,12 @@ from ..engine.cache import remembered, run_key
 from ..engine.facts import Facts, Memory
 from ..engine.resolver import Resolution, ResolveError, Resolver
 from ..engine.run import RunSpec
-from ..engine.serve_run import ServeRunSpec
 from ..engine.scenario import Scenario, ScenarioBuilder
+from ..engine.serve_run import ServeRunSpec
 from .interleave import settle_interleave, split_note
 from .uncertainty import PERCENTILES, STAGE_LIMIT, Distribution, Sampler, parse_spec, percentiles
 from .uncertainty import held as held_scenario
+
 
 @dataclass
 class Figure:

@@ -6,8 +6,8 @@ import sys
 
 import typer
 
-from gpustack_compiler.build import pipeline
 from gpustack_compiler.base.errors import InputError
+from gpustack_compiler.build import pipeline
 
 from .app import JsonOpt, Neo4jOpt, app, catalog_dir, out, settings, source
 

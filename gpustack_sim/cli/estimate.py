@@ -11,8 +11,7 @@ import typer
 from gpustack_compiler.base.errors import InputError
 from gpustack_compiler.base.suggest import did_you_mean
 
-from .app import (EXIT_FINDINGS, AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out, pairs,
-                  seed_option)
+from .app import EXIT_FINDINGS, AllowViolationsOpt, JsonOpt, Neo4jOpt, app, engine, err, out, pairs, seed_option
 from .render import fmt, trace_lines
 from .workers import SchedulerOpt, WorkersOpt, chunked
 

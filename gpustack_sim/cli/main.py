@@ -7,12 +7,32 @@ import sys
 
 import typer
 
-from gpustack_compiler.base.errors import (CatalogError, FindingError, GpustackError, InfrastructureError, InputError,
-                                     ViolationError)
+from gpustack_compiler.base.errors import (
+    CatalogError,
+    FindingError,
+    GpustackError,
+    InfrastructureError,
+    InputError,
+    ViolationError,
+)
 
 # Importing a command module registers its commands on the root app.
-from . import (calibration, catalog, diff, estimate, experiment, graph, learn, neo4j,  # noqa: F401
-               observations, observatory, presets, resolve, simulate, sweep)
+from . import (  # noqa: F401
+    calibration,
+    catalog,
+    diff,
+    estimate,
+    experiment,
+    graph,
+    learn,
+    neo4j,
+    observations,
+    observatory,
+    presets,
+    resolve,
+    simulate,
+    sweep,
+)
 from .app import EXIT_FINDINGS, EXIT_INFRA, EXIT_OK, EXIT_USAGE, app, err
 
 PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError)

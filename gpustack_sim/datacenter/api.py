@@ -9,12 +9,15 @@ from collections.abc import Mapping
 import numpy as np
 
 from gpustack_compiler.base.errors import InputError
-from gpustack_compiler.base.limits import (MAX_FAILURES_WITHOUT_PROGRESS, MAX_REPLICATIONS, MAX_SIMULATED_DAYS,
-                                          refuse_over)
+from gpustack_compiler.base.limits import (
+    MAX_FAILURES_WITHOUT_PROGRESS,
+    MAX_REPLICATIONS,
+    MAX_SIMULATED_DAYS,
+    refuse_over,
+)
 
 from ..distributed import Backend, chunk_ranges
 from ..distributed.chunks import Progress
-
 from .events import to_ns
 from .parameters import JobParameters
 from .policies import Policy, make_policy

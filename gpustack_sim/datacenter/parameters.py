@@ -87,7 +87,7 @@ class JobParameters:
     @classmethod
     def from_values(cls, values: Mapping[str, float], binding: TrainingReplay,
                     failure_classes: tuple[FailureClass, ...] = (),
-                    excluded_failure_classes: tuple[str, ...] = ()) -> "JobParameters":
+                    excluded_failure_classes: tuple[str, ...] = ()) -> JobParameters:
         """From resolved catalog values in base units, keyed by catalog variable (as `binding` names them)."""
         missing = [var for _, var, optional in binding.parameters if not optional and var not in values]
         missing += [var for var in (binding.params, binding.bytes_per_param) if var not in values]

@@ -39,7 +39,7 @@ class Stat:
     stderr: float
 
     @classmethod
-    def of(cls, values) -> "Stat":
+    def of(cls, values) -> Stat:
         a = np.asarray(values, dtype=float)
         p5, p50, p95 = np.percentile(a, [5, 50, 95])
         err = float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else 0.0
@@ -75,7 +75,7 @@ class SimulationResult:
     @classmethod
     def from_replications(cls, params: JobParameters, placement: Placement, policy: str, seed: int,
                           days: float | None, runs: list[Replication],
-                          layouts: dict[str, JobParameters] | None = None) -> "SimulationResult":
+                          layouts: dict[str, JobParameters] | None = None) -> SimulationResult:
         wall = np.array([r.wallclock_ns for r in runs], dtype=float)
         energy = [sum(sum(ph.values()) for ph in r.energy_j.values()) for r in runs]
         figures = {

@@ -34,8 +34,18 @@ from gpustack_compiler.base.limits import MAX_FAILURES_WITHOUT_PROGRESS
 
 from .events import NS_PER_S, EventKind, EventQueue, Priority, to_ns
 from .parameters import JobParameters
-from .policies import (ChangeMembership, Intervention, Migrate, Observation, ObservedFailure, Policy,
-                       SetCheckpointInterval, SetLayout, SetPowerCap, SetSyncCadence)
+from .policies import (
+    ChangeMembership,
+    Intervention,
+    Migrate,
+    Observation,
+    ObservedFailure,
+    Policy,
+    SetCheckpointInterval,
+    SetLayout,
+    SetPowerCap,
+    SetSyncCadence,
+)
 from .resources import site_calendars
 from .sites import Placement, sync_hops
 

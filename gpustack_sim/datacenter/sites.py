@@ -205,9 +205,9 @@ def storage_write_s(sites: Sites, placement: Placement, nodes: int, checkpoint_b
 
 def load_sites(path: Path, units, presets: set[str] | None = None) -> Sites:
     """Read and check a sites file; `units` is the catalog's UnitSystem."""
-    from gpustack_compiler.language.models import parse_quantity
     from gpustack_compiler.base.documents import field_path, read_mapping, validate
     from gpustack_compiler.base.yaml_lines import line_at
+    from gpustack_compiler.language.models import parse_quantity
 
     data = read_mapping(path, "sites file")
     spec = validate(SitesFile, data, str(path))

@@ -19,8 +19,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from gpustack_compiler.base.errors import CatalogError
-from gpustack_compiler.language.models import Quantity
 from gpustack_compiler.base.yaml_lines import YamlError, load
+from gpustack_compiler.language.models import Quantity
 
 from .run import RunSpec
 from .scenario import Scenario, ScenarioBuilder

@@ -15,7 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
@@ -46,7 +46,7 @@ class Uncertainty(_Strict):
     high: float
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Uncertainty":
+    def _ordered(self) -> Uncertainty:
         if not self.low <= self.high:
             raise ValueError("needs low <= high")
         return self
@@ -58,7 +58,7 @@ class Measured(_Strict):
     uncertainty: Uncertainty
 
     @model_validator(mode="after")
-    def _inside(self) -> "Measured":
+    def _inside(self) -> Measured:
         if not self.uncertainty.low <= self.value <= self.uncertainty.high:
             raise ValueError("the value must lie within its uncertainty (low <= value <= high)")
         return self
@@ -79,7 +79,7 @@ class Source(_Strict):
     sha256: Annotated[str | None, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of that file.")] = None
 
     @model_validator(mode="after")
-    def _checksum_names_a_file(self) -> "Source":
+    def _checksum_names_a_file(self) -> Source:
         if self.sha256 is not None and self.file is None:
             raise ValueError("a sha256 needs the `file` it is the checksum of")
         return self
@@ -93,7 +93,7 @@ class Assumption(_Strict):
     reason: Annotated[str, Field(min_length=1)]
 
     @model_validator(mode="after")
-    def _a_run_field(self) -> "Assumption":
+    def _a_run_field(self) -> Assumption:
         top = self.field.split(".")[0]
         if top not in RunSpec.model_fields and top not in ServeRunSpec.model_fields:
             raise ValueError(f"`{self.field}` is not a field of the run (schemas/run.schema.json, or "
@@ -115,7 +115,7 @@ def _run_kind(data) -> str:
 
 
 # A serving run says `kind: serving`; its errors then name serving fields only.
-InlineRun = Annotated[Union[Annotated[RunSpec, Tag("training")], Annotated[ServeRunSpec, Tag("serving")]],
+InlineRun = Annotated[Annotated[RunSpec, Tag("training")] | Annotated[ServeRunSpec, Tag("serving")],
                       Discriminator(_run_kind)]
 
 
@@ -162,7 +162,7 @@ class LearningSetup(_Strict):
     provenance: LearningProvenance
 
     @model_validator(mode="after")
-    def _one_per_seed(self) -> "LearningSetup":
+    def _one_per_seed(self) -> LearningSetup:
         if not len(self.seeds) == len(self.seed_values) == len(self.curves):
             raise ValueError("seeds, seed_values and curves give one entry per seed")
         return self
@@ -196,7 +196,7 @@ class Observation(_Strict):
         "observations loaded with this one (keep a successor in its predecessor's file)."))] = None
 
     @model_validator(mode="after")
-    def _one_run(self) -> "Observation":
+    def _one_run(self) -> Observation:
         if sum(x is not None for x in (self.run, self.run_file, self.component, self.learning)) != 1:
             raise ValueError("give exactly one of `run`, `run_file`, `component` and `learning`")
         if self.component is not None and self.split != "calibration":

@@ -14,10 +14,10 @@ from gpustack_compiler.language.expressions import SympyBuilder, parse
 from gpustack_compiler.language.kinds import CONDITIONAL, CONSTRAINT, EXACT, KEYED, kind_of
 from gpustack_compiler.language.kinds.distributions import RandomValue
 from gpustack_compiler.language.kinds.evaluation import UndefinedValue, by_name, sympify
-from gpustack_compiler.manifest.records import VariableRecord
-from gpustack_compiler.manifest.source import GraphSource
 from gpustack_compiler.language.symbolic import symbol_for
 from gpustack_compiler.language.units import UnitSystem
+from gpustack_compiler.manifest.records import VariableRecord
+from gpustack_compiler.manifest.source import GraphSource
 
 from .domain import domain_checks
 from .scenario import Scenario
@@ -257,7 +257,7 @@ class Resolver:
         run.check_constraints()
         return self._result(target, value, run, run.trace, scenario)
 
-    def _result(self, target: str, value, run: "_Run", trace: list, scenario: Scenario) -> Resolution:
+    def _result(self, target: str, value, run: _Run, trace: list, scenario: Scenario) -> Resolution:
         meta = self.variable(target)
         solved = {k: v / self.variable(k).scale for k, v in run.solved.items()}
         # Missing means the value is still symbolic in it: a root that cancels out is not missing.

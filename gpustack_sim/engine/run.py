@@ -85,7 +85,7 @@ class ModelSpec(_Strict):
     mla: Annotated[MLASpec | None, Field(description="Multi-head latent attention instead of grouped-query.")] = None
 
     @model_validator(mode="after")
-    def _value_heads(self) -> "ModelSpec":
+    def _value_heads(self) -> ModelSpec:
         if self.mla is not None and self.head_dim is not None and self.head_dim != self.mla.v_head_dim:
             raise ValueError(f"head_dim = {self.head_dim} but mla.v_head_dim = {self.mla.v_head_dim}: with "
                              "multi-head latent attention the head dimension is the value head dimension; drop one")
@@ -158,14 +158,14 @@ class LayoutSpec(_Strict):
         "or all-gathered before attention (Llama 3)."))] = "ring"
 
     @model_validator(mode="after")
-    def _modules(self) -> "LayoutSpec":
+    def _modules(self) -> LayoutSpec:
         if self.recompute == "full" and self.recompute_modules.any:
             raise ValueError("recompute_modules apply with recompute none or selective: full recomputation "
                              "reruns every module already")
         return self
 
     @model_validator(mode="after")
-    def _stages(self) -> "LayoutSpec":
+    def _stages(self) -> LayoutSpec:
         if (self.first_stage_layers is None) != (self.last_stage_layers is None):
             raise ValueError("first_stage_layers and last_stage_layers go together: give both or neither")
         if self.first_stage_layers is not None and self.pp < 2:
@@ -173,7 +173,7 @@ class LayoutSpec(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _schedules(self) -> "LayoutSpec":
+    def _schedules(self) -> LayoutSpec:
         if self.pipeline_schedules is None or self.pipeline_schedules == 1:
             return self
         if self.pp < 2:
@@ -242,7 +242,7 @@ class RunSpec(_Extendable):
     optimizer: Literal["adamw", "lion", "muon"] = "adamw"
 
     @model_validator(mode="after")
-    def _layout_fits(self) -> "RunSpec":
+    def _layout_fits(self) -> RunSpec:
         lay = self.layout
         used = lay.tp * lay.pp * lay.dp * lay.cp
         if used != self.gpus:

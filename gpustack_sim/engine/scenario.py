@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpustack_compiler.language.models import parse_quantity
 from gpustack_compiler.base.errors import InputError, ResolveError, ViolationError
+from gpustack_compiler.base.suggest import did_you_mean
+from gpustack_compiler.language.models import parse_quantity
+from gpustack_compiler.language.units import UnitError, UnitSystem
 from gpustack_compiler.manifest.records import Tables, VariableRecord
 from gpustack_compiler.manifest.source import GraphSource
-from gpustack_compiler.base.suggest import did_you_mean
-from gpustack_compiler.language.units import UnitError, UnitSystem
 
 from .domain import domain_checks
 
@@ -31,7 +31,7 @@ class Scenario:
     sampled: frozenset[str] = frozenset()  # boundaries kept symbolic: their values come from samples
     modes: list[str] = field(default_factory=list)  # variant keys chosen wherever they exist
 
-    def holding(self, names) -> "Scenario":
+    def holding(self, names) -> Scenario:
         """The same scenario with `names` kept symbolic (sampled, swept or fitted) instead of assigned."""
         names = frozenset(names)
         return Scenario({k: v for k, v in self.assignments.items() if k not in names}, dict(self.variants),

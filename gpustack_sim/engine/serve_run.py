@@ -46,7 +46,7 @@ class Lengths(_Strict):
     max: Annotated[int | None, Field(ge=1, description="Longest request (at most the model's context).")] = None
 
     @model_validator(mode="after")
-    def _mean_within_max(self) -> "Lengths":
+    def _mean_within_max(self) -> Lengths:
         if self.max is not None and self.mean > self.max:
             raise ValueError(f"mean {self.mean:g} exceeds max {self.max}")
         return self
@@ -62,7 +62,7 @@ class Workload(_Strict):
         "Relative load over the day (e.g. 24 hourly values); its mean over its maximum is mean_to_peak."))] = None
 
     @model_validator(mode="after")
-    def _one_load_shape(self) -> "Workload":
+    def _one_load_shape(self) -> Workload:
         if self.load_curve is None:
             if self.mean_to_peak is None:
                 raise ValueError("give `mean_to_peak` or `load_curve`")
@@ -109,7 +109,7 @@ class ServeRunSpec(_Extendable):
     speculative: Speculative | None = None
 
     @model_validator(mode="after")
-    def _fits(self) -> "ServeRunSpec":
+    def _fits(self) -> ServeRunSpec:
         m, w = self.model, self.workload
         for what, lengths in (("input_tokens", w.input_tokens), ("output_tokens", w.output_tokens)):
             if lengths.max is not None and lengths.max > m.seq_len:

@@ -8,9 +8,9 @@ import hashlib
 import json
 from pathlib import Path
 
+from gpustack_compiler.base.atomic import write_text
 from gpustack_compiler.base.fileset import content_hash
 from gpustack_compiler.base.findings import Findings, Level
-from gpustack_compiler.base.atomic import write_text
 
 
 def protocol_findings(catalog: Path, build: Path | None, catalog_result) -> Findings:

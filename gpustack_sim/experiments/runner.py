@@ -25,12 +25,23 @@ from gpustack_compiler.base.limits import MAX_REPLICATIONS, refuse_over
 
 from ..distributed import Backend, chunk_ranges
 from ..distributed.chunks import Progress
+from .history import supersede
 from .panels import PANELS
 from .panels.base import Capability, MetricOutcome, PanelContext, ProportionSample, Unresolved
-from .history import supersede
 from .protocol import STAGES, Metric, Protocol, sha256_of
-from .results import (Artifact, ArmResult, CommonRandomNumbers, DataId, EvidenceGap, EvidenceResult,
-                      FalsifierResult, MetricResult, MissingCapability, ProtocolRef, RunResult)
+from .results import (
+    ArmResult,
+    Artifact,
+    CommonRandomNumbers,
+    DataId,
+    EvidenceGap,
+    EvidenceResult,
+    FalsifierResult,
+    MetricResult,
+    MissingCapability,
+    ProtocolRef,
+    RunResult,
+)
 from .stats import clopper_pearson, compare, mean_interval
 from .workspace import Workspace
 

@@ -30,7 +30,7 @@ class ModelSpec(_Strict):
     context: Annotated[int, Field(ge=8, le=512, description="Tokens (bytes) per training sequence.")]
 
     @model_validator(mode="after")
-    def _heads_divide(self) -> "ModelSpec":
+    def _heads_divide(self) -> ModelSpec:
         if self.d_model % self.heads:
             raise ValueError(f"d_model {self.d_model} is not a multiple of heads {self.heads}")
         return self
@@ -61,7 +61,7 @@ class Outer(_Strict):
     momentum: Annotated[float, Field(ge=0, lt=1, description="Outer Nesterov momentum (0 for averaging).")] = 0.0
 
     @model_validator(mode="after")
-    def _averaging_is_plain(self) -> "Outer":
+    def _averaging_is_plain(self) -> Outer:
         if self.method != "diloco" and (self.lr != 1.0 or self.momentum != 0.0):
             raise ValueError(f"{self.method} averages: lr 1 and momentum 0 (an outer optimizer is `diloco`)")
         return self
@@ -95,7 +95,7 @@ class Condition(_Strict):
     faults: Faults = Field(default_factory=Faults)
 
     @model_validator(mode="after")
-    def _data_parallel_every_step(self) -> "Condition":
+    def _data_parallel_every_step(self) -> Condition:
         if self.outer.method == "data_parallel" and self.local_steps != 1:
             raise ValueError("data_parallel averages gradients every step: local_steps must be 1")
         return self
@@ -124,7 +124,7 @@ class LearnConfig(_Strict):
     conditions: Annotated[list[Condition], Field(min_length=1)]
 
     @model_validator(mode="after")
-    def _consistent(self) -> "LearnConfig":
+    def _consistent(self) -> LearnConfig:
         ids = [c.id for c in self.conditions]
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:

@@ -118,10 +118,9 @@ def machine() -> str:
 
 def software() -> str:
     import jax
+    import jaxlib
     import numpy
     import optax
-
-    import jaxlib
 
     return (f"Python {sys.version.split()[0]}, jax {jax.__version__}, jaxlib {jaxlib.__version__}, "
             f"optax {optax.__version__}, numpy {numpy.__version__}")

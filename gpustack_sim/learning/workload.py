@@ -76,9 +76,9 @@ def provenance(config_path: Path, corpus_path: Path, corpus: Corpus) -> Provenan
 
 def write(m: Measurement, out: Path) -> dict:
     """Write curves, wallclock and observations under `out`; returns what was written."""
-    from ..engine.observation import ObservationFile
     from gpustack_compiler.base.documents import validate
 
+    from ..engine.observation import ObservationFile
     from .observe import HONESTY
 
     prov = m.provenance

@@ -40,8 +40,14 @@ def build_site(engine, out: str | Path, runs: Sequence[str | Path] = (), simulat
     `gpustack simulate --out`, and run files in `simulate_runs` replayed here with `replications`), the
     experiments folder's protocols and results, and the cone explorer over the whole catalog. Files are
     named on the pages relative to `home` (the repository), so the site does not depend on where it is."""
-    from .collect import (Observatory, catalog_data, experiments_data, run_view, simulation_from_engine,
-                          simulation_from_folder)
+    from .collect import (
+        Observatory,
+        catalog_data,
+        experiments_data,
+        run_view,
+        simulation_from_engine,
+        simulation_from_folder,
+    )
     from .render import check_out, write
 
     manifest = getattr(engine.source, "manifest", None)

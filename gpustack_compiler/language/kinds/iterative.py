@@ -7,6 +7,7 @@ import math
 import sympy
 
 from gpustack_compiler.base.errors import ResolveError
+
 from .base import RelationKind
 from .evaluation import Outcome, num, resolved_inputs
 

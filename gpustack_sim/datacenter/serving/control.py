@@ -89,7 +89,7 @@ class Controller:
     _caps: dict[int, float] = field(default_factory=dict)
     _loads: list[tuple[float, int]] = field(default_factory=list)
 
-    def fresh(self) -> "Controller":
+    def fresh(self) -> Controller:
         """The same controller with none of the state it has learnt (for the next replication)."""
         return Controller(self.migrate, self.autoscale, self.grid, self.name, self.per_replica, self.stabilization_s)
 

@@ -11,8 +11,17 @@ import numpy as np
 
 from gpustack_compiler.base.errors import InputError
 
-from .control import (ROUTING, AvoidSite, Controller, FleetObservation, GridEvent, MoveRequests, SetCap,
-                      SetEnabled, SetShedding)
+from .control import (
+    ROUTING,
+    AvoidSite,
+    Controller,
+    FleetObservation,
+    GridEvent,
+    MoveRequests,
+    SetCap,
+    SetEnabled,
+    SetShedding,
+)
 from .parameters import ReplicaParameters
 from .replica import PAGED, Log, Replica
 from .workloads import Requests

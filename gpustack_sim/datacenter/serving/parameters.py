@@ -66,7 +66,7 @@ class ReplicaParameters:
         return asdict(self)
 
     @classmethod
-    def from_values(cls, values: Mapping[str, float | None]) -> "ReplicaParameters":
+    def from_values(cls, values: Mapping[str, float | None]) -> ReplicaParameters:
         """From resolved values in base units, keyed by field (the binding's `field`)."""
         got = {}
         for f in fields(cls):

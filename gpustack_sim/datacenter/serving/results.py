@@ -72,7 +72,7 @@ class ServingResult:
     logged: FleetRun | None = None  # the first replication, for the log and the plot
 
     @classmethod
-    def from_runs(cls, runs: list[FleetRun], horizon_s: float, **kw) -> "ServingResult":
+    def from_runs(cls, runs: list[FleetRun], horizon_s: float, **kw) -> ServingResult:
         per = [run_figures(r, horizon_s) for r in runs]
         figures = {k: _stat([p[k] for p in per]) for k in FIGURES}
         return cls(figures=figures, replications=len(runs), logged=runs[0], **kw)

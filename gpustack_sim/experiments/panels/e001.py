@@ -32,7 +32,6 @@ from .common import calibration_ids, load_training, scenario_file, scenario_valu
 from .learning import HONESTY, LEARNING_CALIBRATION, LearningModel
 from .measured_learning import PROGRESS_SERIES, clean, progress_per_flop
 
-
 MULTI_SITE = Capability(
     "measured_multi_site_runs",
     "measured runs across sites joined by WAN links (wallclock to the token budget, WAN bytes); the local learning "

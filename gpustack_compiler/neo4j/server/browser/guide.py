@@ -16,7 +16,7 @@ COOKBOOK = HERE.parents[3] / "docs" / "cypher.md"
 
 def cookbook_queries(markdown: str) -> list[tuple[str, str, str]]:
     """(section heading, the paragraph just before the query, the query) for every ```cypher block."""
-    out, heading = [], ""
+    out, heading, text = [], "", ""
     for part in re.split(r"(```cypher\n.*?```)", markdown, flags=re.S):
         if part.startswith("```cypher"):
             out.append((heading, text, part[len("```cypher\n"):-3].strip()))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpustack_compiler.base.yaml_lines import load
+
 from ...load import DEBT_STEPS
 from .guide import STYLE
 
