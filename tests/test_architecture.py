@@ -1,6 +1,6 @@
-"""The import rules of the architecture, read from the source with `ast` (function-local and type-only
-imports count: they are dependencies too). A package not listed in LAYERS fails the test, so a new one
-says where it stands."""
+"""The import rules of the architecture, read from the source with `ast`. For the layers, function-local and
+type-only imports count (they are dependencies too); for cycles, the imports that run. A package not listed
+in LAYERS fails the test, so a new one says where it stands."""
 
 from __future__ import annotations
 
