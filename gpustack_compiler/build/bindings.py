@@ -7,10 +7,11 @@ Run-file field paths are checked by the engine, which owns the run-file model.
 
 from __future__ import annotations
 
-from gpustack_compiler.language import models as m
-from .catalog import Catalog, ValueProblem, check_refs, checked_quantity, unknown_variable
 from gpustack_compiler.base.suggest import with_suggestion
 from gpustack_compiler.base.yaml_lines import LinedDict, LinedList, line_at
+from gpustack_compiler.language import models as m
+
+from .catalog import Catalog, ValueProblem, check_refs, checked_quantity, unknown_variable
 
 
 class _Checker:
@@ -139,29 +140,37 @@ def _figures(c: _Checker) -> None:
                      "grouped part")
 
 
-def _calibration_fit(c: _Checker) -> None:
-    spec: m.CalibrationFitFile = c.spec
-    c.unique([(("parameters", i, "key"), p.key) for i, p in enumerate(spec.parameters)], "parameter")
-    roots = [(("parameters", j, "roots", i), root) for j, p in enumerate(spec.parameters)
-             for i, root in enumerate(p.roots)]
+def _fitted_roots(c: _Checker, at: tuple, parameters: list, what: str) -> list:
+    """Each fitted parameter's key unique (a `what`) and its roots named; the roots with their locations."""
+    c.unique([((*at, i, "key"), p.key) for i, p in enumerate(parameters)], what)
+    roots = [((*at, j, "roots", i), root) for j, p in enumerate(parameters) for i, root in enumerate(p.roots)]
     for loc, root in roots:
         c.name(loc, root)
-    for i, h in enumerate(spec.held):
-        c.name(("held", i, "variable"), h.variable)
-        c.value(("held", i, "value"), h.variable, m.Quantity(value=h.value, units=h.units))
-        c.refs(("held", i), h.references, f"held value {h.variable}")
-    c.unique(roots + [(("held", i, "variable"), h.variable) for i, h in enumerate(spec.held)],
+    return roots
+
+
+def _held_values(c: _Checker, at: tuple, held: list) -> list:
+    """Each held value's variable named, its value in the variable's units, its references known; the held
+    variables with their locations."""
+    for i, h in enumerate(held):
+        c.name((*at, i, "variable"), h.variable)
+        c.value((*at, i, "value"), h.variable, m.Quantity(value=h.value, units=h.units))
+        c.refs((*at, i), h.references, f"held value {h.variable}")
+    return [((*at, i, "variable"), h.variable) for i, h in enumerate(held)]
+
+
+def _calibration_fit(c: _Checker) -> None:
+    spec: m.CalibrationFitFile = c.spec
+    c.unique(_fitted_roots(c, ("parameters",), spec.parameters, "parameter") + _held_values(c, ("held",), spec.held),
              "fitted or held root")
-    _learning_fit(c, spec.learning)
+    if spec.learning is not None:
+        c.name(("learning", "target"), spec.learning.target)
+        c.unique(_fitted_roots(c, ("learning", "parameters"), spec.learning.parameters, "learning parameter")
+                 + _held_values(c, ("learning", "held"), spec.learning.held), "learning fitted or held root")
     comp = spec.components
     if comp is None:
         return
-    c.unique([(("components", "parameters", i, "key"), p.key) for i, p in enumerate(comp.parameters)],
-             "component parameter")
-    comp_roots = [(("components", "parameters", j, "roots", i), root) for j, p in enumerate(comp.parameters)
-                  for i, root in enumerate(p.roots)]
-    for loc, root in comp_roots:
-        c.name(loc, root)
+    comp_roots = _fitted_roots(c, ("components", "parameters"), comp.parameters, "component parameter")
     c.unique(comp_roots, "component root")
     c.unique([(("components", "generations", i, "key"), g.key) for i, g in enumerate(comp.generations)],
              "generation")
@@ -170,31 +179,7 @@ def _calibration_fit(c: _Checker) -> None:
     for i, g in enumerate(comp.generations):
         for j, name in enumerate(g.gpu_presets):
             c.preset(("components", "generations", i, "gpu_presets", j), name)
-        for j, h in enumerate(g.held):
-            loc = ("components", "generations", i, "held", j)
-            c.name((*loc, "variable"), h.variable)
-            c.value((*loc, "value"), h.variable, m.Quantity(value=h.value, units=h.units))
-            c.refs(loc, h.references, f"held value {h.variable}")
-        c.unique([(("components", "generations", i, "held", j, "variable"), h.variable)
-                  for j, h in enumerate(g.held)], "held root")
-
-
-def _learning_fit(c: _Checker, spec: m.LearningFit | None) -> None:
-    if spec is None:
-        return
-    c.name(("learning", "target"), spec.target)
-    c.unique([(("learning", "parameters", i, "key"), p.key) for i, p in enumerate(spec.parameters)],
-             "learning parameter")
-    roots = [(("learning", "parameters", j, "roots", i), root) for j, p in enumerate(spec.parameters)
-             for i, root in enumerate(p.roots)]
-    for loc, root in roots:
-        c.name(loc, root)
-    for i, h in enumerate(spec.held):
-        c.name(("learning", "held", i, "variable"), h.variable)
-        c.value(("learning", "held", i, "value"), h.variable, m.Quantity(value=h.value, units=h.units))
-        c.refs(("learning", "held", i), h.references, f"held value {h.variable}")
-    c.unique(roots + [(("learning", "held", i, "variable"), h.variable) for i, h in enumerate(spec.held)],
-             "learning fitted or held root")
+        c.unique(_held_values(c, ("components", "generations", i, "held"), g.held), "held root")
 
 
 def _serve_figures(c: _Checker) -> None:
