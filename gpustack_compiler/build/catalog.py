@@ -13,16 +13,16 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
+from gpustack_compiler.base.fileset import catalog_files, content_hash
+from gpustack_compiler.base.findings import Findings
+from gpustack_compiler.base.forked import can_fork, fork_map
+from gpustack_compiler.base.limits import MAX_CATALOG_FILE_BYTES, FileProblem, load_text
+from gpustack_compiler.base.suggest import with_suggestion
+from gpustack_compiler.base.yaml_lines import LinedDict, YamlError, line_at, load_or_error
 from gpustack_compiler.language import models as m
 from gpustack_compiler.language.expressions import ANY, DimensionInference, ExprError, Parsed, is_keyword_free, parse
-from gpustack_compiler.base.fileset import catalog_files, content_hash
-from gpustack_compiler.base.forked import can_fork, fork_map
-from gpustack_compiler.base.findings import Findings
-from gpustack_compiler.base.limits import MAX_CATALOG_FILE_BYTES, FileProblem, load_text
 from gpustack_compiler.language.kinds import KEYED, RelationKind, kind_of
-from gpustack_compiler.base.suggest import with_suggestion
 from gpustack_compiler.language.units import Unit, UnitError, UnitSystem
-from gpustack_compiler.base.yaml_lines import LinedDict, YamlError, line_at, load_or_error
 
 MODELINE = re.compile(r"^#\s*yaml-language-server:\s*\$schema=\S+")
 NAME_RE = re.compile(m.NAME_PATTERN)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sympy
 
+from gpustack_compiler.base.forked import can_fork, fork_map
+from gpustack_compiler.language.expressions import ExprError
+from gpustack_compiler.language.kinds import CONSTRAINT, KEYED, kind_of
+from gpustack_compiler.language.symbolic import SymbolicCache, SymbolTable
+from gpustack_compiler.manifest.graph import CatalogGraph, RelationEdges
+from gpustack_compiler.manifest.serialise import SCHEMA_VERSION
+
 from .bindings import binding_tables
 from .catalog import Catalog, RelEntry
-from gpustack_compiler.language.expressions import ExprError
-from gpustack_compiler.base.forked import can_fork, fork_map
-from gpustack_compiler.manifest.graph import CatalogGraph, RelationEdges
-from gpustack_compiler.language.kinds import CONSTRAINT, KEYED, kind_of
-from gpustack_compiler.manifest.serialise import SCHEMA_VERSION
-from gpustack_compiler.language.symbolic import SymbolicCache, SymbolTable
 
 
 class RelationBuildError(Exception):

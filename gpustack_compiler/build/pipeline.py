@@ -12,15 +12,16 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpustack_compiler.manifest import serialise as mf
 from gpustack_compiler.base.atomic import write_text
 from gpustack_compiler.base.errors import InputError
 from gpustack_compiler.base.fileset import content_hash
 from gpustack_compiler.base.findings import Findings, Level
+from gpustack_compiler.manifest import serialise as mf
 
 if TYPE_CHECKING:
-    from .catalog import Catalog
     from gpustack_compiler.manifest.graph import CatalogGraph
+
+    from .catalog import Catalog
 
 GENERATOR = "gpustack-compiler 0.1.0"
 
@@ -45,6 +46,7 @@ class Result:
 
 def catalog_graph(cat: Catalog) -> CatalogGraph:
     from gpustack_compiler.manifest.graph import CatalogGraph
+
     from .manifest_build import relation_edges
 
     return CatalogGraph(cat.variables, cat.constants, relation_edges(cat))
@@ -128,8 +130,9 @@ def run(catalog_dir: Path, build_dir: Path | None, write_manifest: bool, use_cac
         graph = catalog_graph(cat)
         check_graph(cat, graph)
         if not cat.findings.errors:
-            from .manifest_build import RelationBuildError, build_manifest
             from gpustack_compiler.language.symbolic import SymbolicCache
+
+            from .manifest_build import RelationBuildError, build_manifest
 
             sym_cache = SymbolicCache(cache / "symbolic.json" if cache else None)
             try:
